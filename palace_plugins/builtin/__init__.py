@@ -1,0 +1,1 @@
+"""The built-in plugins, registered over the ``palace`` entry point like any other."""

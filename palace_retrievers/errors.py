@@ -1,0 +1,47 @@
+"""The errors a palace raises: one hierarchy under :class:`PalaceError`.
+
+Every message says what went wrong and what to do about it, in one line, because the CLI
+prints it as is. Catch :class:`PalaceError` to handle them all.
+"""
+
+from __future__ import annotations
+
+
+class PalaceError(Exception):
+    """Base class of every error the palace raises on purpose."""
+
+
+class ConfigError(PalaceError):
+    """``palace.toml`` or a ``PALACE_*`` variable is invalid (unknown key, wrong type)."""
+
+
+class PalaceNotFoundError(PalaceError):
+    """No palace exists at the given path."""
+
+
+class SchemaError(PalaceError):
+    """The ledger was written by a newer version of palace-retrievers, or is not a ledger."""
+
+
+class EmbedderMismatchError(PalaceError):
+    """The palace was built with another embedding model than the one configured."""
+
+
+class PluginNotFoundError(PalaceError):
+    """No installed plugin provides the backend, embedder, source or extractor named."""
+
+
+class PluginError(PalaceError):
+    """A plugin misbehaved: it raised, or returned something that breaks its contract."""
+
+
+class SourceError(PalaceError):
+    """A path to mine is missing, unreadable, binary or otherwise unusable."""
+
+
+class InvalidQueryError(PalaceError):
+    """A search was asked with an empty query, ``k <= 0`` or an unknown filter."""
+
+
+class IndexUnavailableError(PalaceError):
+    """The vector index cannot answer; ``palace reindex`` rebuilds it from the ledger."""

@@ -1,0 +1,40 @@
+"""Deterministic ids: the same source and chunk give the same id on every machine.
+
+An id is a short hex digest of the fields that make a drawer what it is, joined with a
+separator that cannot occur in them, so ``("a|b", "c")`` and ``("a", "b|c")`` differ.
+Paths enter in POSIX form relative to the mined root, never as absolute paths.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+_SEP = "\x1f"  # ASCII unit separator
+
+
+def digest(*parts: str, length: int = 24) -> str:
+    """Hex sha256 of ``parts`` joined by the unit separator, cut to ``length`` characters."""
+    return hashlib.sha256(_SEP.join(parts).encode("utf-8")).hexdigest()[:length]
+
+
+def drawer_id(*, wing: str, source_key: str, chunk_index: int, text: str) -> str:
+    """The id of a mined chunk.
+
+    Args:
+        wing: The wing the chunk is filed in.
+        source_key: The source's machine-independent key (e.g. a path relative to the
+            mined root, in POSIX form).
+        chunk_index: Position of the chunk in its source.
+        text: The chunk's verbatim text.
+    """
+    return "d_" + digest(wing, source_key, str(chunk_index), text)
+
+
+def text_id(*, text: str, wing: str, user_id: str | None) -> str:
+    """The id of a text added directly with no id of its own: same text, same id."""
+    return "t_" + digest(wing, user_id or "", text)
+
+
+def content_hash(data: bytes) -> str:
+    """Full sha256 of a source's bytes, to tell whether it changed since the last mine."""
+    return hashlib.sha256(data).hexdigest()

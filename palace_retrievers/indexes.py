@@ -1,0 +1,241 @@
+"""The palace's vector indexes: the configured backend, checked against the ledger.
+
+On open, each collection's index is asked for its health and its count is compared with
+the ledger's. An index that cannot be opened, reports itself unhealthy, or disagrees with
+the ledger is *degraded*: searches are answered by an exact scan of the ledger instead (so
+nothing is missed), a warning is logged, and ``palace status`` says so until
+``palace reindex`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.errors import ConfigError, PluginError
+from palace_retrievers.index import (
+    COLLECTIONS,
+    BackendContext,
+    Health,
+    IndexEntry,
+    VectorIndex,
+    VectorMatch,
+)
+from palace_retrievers.ledger import Ledger
+from palace_retrievers.records import Filter
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    """How one collection's index is doing, for ``palace status``."""
+
+    collection: str
+    backend: str
+    ok: bool
+    count: int | None
+    ledger_count: int
+    detail: str
+
+
+class IndexSet:
+    """The index of every collection, with an exact fallback over the ledger.
+
+    Args:
+        backend: Name of the backend, for messages and its folder under ``index/``.
+        factory: The backend plugin's factory.
+        fallback: Factory of the exact scan used when the backend is degraded.
+        palace_dir, ledger, dimension, options: Passed to the factories.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: str,
+        factory: Callable[[BackendContext], VectorIndex],
+        fallback: Callable[[BackendContext], VectorIndex],
+        palace_dir: Path,
+        ledger: Ledger,
+        dimension: int,
+        options: dict[str, Any],
+    ) -> None:
+        self.backend = backend
+        self._factory = factory
+        self._fallback_factory = fallback
+        self._palace_dir = palace_dir
+        self._ledger = ledger
+        self._dimension = dimension
+        self._options = options
+        self._indexes: dict[str, VectorIndex | None] = {}
+        self._fallbacks: dict[str, VectorIndex] = {}
+        self._problems: dict[str, str] = {}
+        for collection in COLLECTIONS:
+            self._open(collection)
+
+    def _context(self, collection: str, options: dict[str, Any]) -> BackendContext:
+        return BackendContext(
+            palace_dir=self._palace_dir,
+            collection=collection,
+            dimension=self._dimension,
+            ledger=self._ledger,
+            options=options,
+        )
+
+    def _open(self, collection: str) -> None:
+        try:
+            self._indexes[collection] = self._factory(self._context(collection, self._options))
+        except ConfigError:
+            raise  # a wrong option is the user's to fix, not a broken index
+        except Exception as exc:
+            self._indexes[collection] = None
+            self._problems[collection] = f"{type(exc).__name__}: {exc}"
+            self._warn(collection)
+            return
+        self._check(collection)
+
+    def _check(self, collection: str) -> None:
+        """Compare the index with the ledger and record whether it can be trusted."""
+        self._problems.pop(collection, None)
+        index = self._indexes.get(collection)
+        if index is None:
+            self._problems[collection] = "the index could not be opened"
+        else:
+            health = _safe_health(index)
+            expected = self._ledger.count_vectors(collection)
+            if not health.ok:
+                self._problems[collection] = health.detail
+            elif health.count != expected:
+                self._problems[collection] = (
+                    f"the index holds {health.count} vectors but the ledger {expected}"
+                )
+        if collection in self._problems:
+            self._warn(collection)
+
+    def _warn(self, collection: str) -> None:
+        log.warning(
+            "the %s index of %s is degraded (%s); searching by exact scan until "
+            "`palace reindex` rebuilds it",
+            self.backend, collection, self._problems[collection],
+        )
+
+    def _searcher(self, collection: str) -> VectorIndex:
+        index = self._indexes.get(collection)
+        if index is not None and collection not in self._problems:
+            return index
+        if collection not in self._fallbacks:
+            self._fallbacks[collection] = self._fallback_factory(self._context(collection, {}))
+        return self._fallbacks[collection]
+
+    # -- the index interface, per collection ------------------------------------------
+
+    def query(
+        self, collection: str, *, vector: npt.NDArray[np.float32], k: int, where: Filter
+    ) -> list[VectorMatch]:
+        return self._searcher(collection).query(vector=vector, k=k, where=where)
+
+    def upsert(self, collection: str, entries: Sequence[IndexEntry]) -> None:
+        index = self._indexes.get(collection)
+        if index is not None and entries:
+            index.upsert(entries=entries)
+        if collection in self._fallbacks:
+            self._fallbacks[collection].upsert(entries=entries)
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        index = self._indexes.get(collection)
+        if index is not None and ids:
+            index.delete(ids=ids)
+        if collection in self._fallbacks:
+            self._fallbacks[collection].delete(ids=ids)
+
+    def status(self) -> list[IndexStatus]:
+        out = []
+        for collection in COLLECTIONS:
+            index = self._indexes.get(collection)
+            health = _safe_health(index) if index is not None else Health(False, None, "")
+            problem = self._problems.get(collection)
+            out.append(
+                IndexStatus(
+                    collection=collection,
+                    backend=self.backend,
+                    ok=problem is None and health.ok,
+                    count=health.count,
+                    ledger_count=self._ledger.count_vectors(collection),
+                    detail=problem or health.detail,
+                )
+            )
+        return out
+
+    @property
+    def degraded(self) -> dict[str, str]:
+        """Collections whose index is not trusted, with the reason."""
+        return dict(self._problems)
+
+    # -- rebuilding ---------------------------------------------------------------------
+
+    def rebuild(self, *, progress: Progress | None = None) -> int:
+        """Empty every index and fill it again from the ledger; returns vectors indexed.
+
+        An index that cannot be cleared (missing or corrupt files) is deleted with its
+        folder and created anew.
+        """
+        if not self._clear_all():
+            self._recreate()
+        total = 0
+        for collection in COLLECTIONS:
+            index = self._indexes[collection]
+            assert index is not None  # _recreate guarantees it
+            for batch in self._ledger.iter_entries(collection):
+                index.upsert(entries=batch)
+                total += len(batch)
+                if progress is not None:
+                    progress(len(batch))
+            self._fallbacks.pop(collection, None)
+            self._check(collection)
+        return total
+
+    def _clear_all(self) -> bool:
+        for collection in COLLECTIONS:
+            index = self._indexes.get(collection)
+            if index is None:
+                return False
+            try:
+                index.clear()
+            except Exception as exc:
+                log.warning("clearing the %s index failed (%s); recreating it", self.backend, exc)
+                return False
+        return True
+
+    def _recreate(self) -> None:
+        """Delete the backend's folder and open every collection's index from scratch."""
+        self.close()
+        shutil.rmtree(self._palace_dir / "index" / self.backend, ignore_errors=True)
+        self._indexes = {}
+        for collection in COLLECTIONS:
+            self._open(collection)
+            if self._indexes.get(collection) is None:
+                raise PluginError(
+                    f"the {self.backend} backend cannot be opened even from scratch: "
+                    f"{self._problems.get(collection)}"
+                )
+
+    def close(self) -> None:
+        for index in (*self._indexes.values(), *self._fallbacks.values()):
+            if index is not None:
+                index.close()
+
+
+def _safe_health(index: VectorIndex) -> Health:
+    try:
+        return index.health()
+    except Exception as exc:
+        return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")

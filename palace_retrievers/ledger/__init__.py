@@ -1,0 +1,145 @@
+"""The ledger: the palace's system of record, behind a small interface.
+
+The ledger keeps every drawer verbatim with its metadata and embedding, the closets, the
+sources mined and the palace's own facts (model name, dimension). Vector indexes are
+derived from it. :class:`SQLiteLedger` is the embedded default; the interface is kept
+small so that a PostgreSQL ledger can take its place for palaces that outgrow one machine.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.embedder import Vectors
+from palace_retrievers.index import IndexEntry
+from palace_retrievers.records import Drawer, Filter
+
+
+@dataclass(frozen=True, slots=True)
+class SourceState:
+    """What the ledger remembers of a mined source, to tell whether it changed."""
+
+    wing: str
+    key: str
+    location: str
+    content_hash: str
+    mtime: float | None
+    normalize_version: int
+    drawer_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class VectorTable:
+    """All vectors of a collection with the fields filters look at, as numpy columns."""
+
+    ids: list[str]
+    matrix: npt.NDArray[np.float32]
+    wing: npt.NDArray[np.str_]
+    room: npt.NDArray[np.str_]
+    user_id: npt.NDArray[np.str_]
+    kind: npt.NDArray[np.str_]
+    timestamp: npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerStats:
+    """Counts for ``palace status``."""
+
+    drawers: int
+    sources: int
+    closets: int
+    embedded: int
+    wings: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+class Ledger(ABC):
+    """The system of record. Writes are transactional: a reader never sees half of one."""
+
+    @property
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The schema version the ledger is at."""
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None:
+        """A palace-wide fact (e.g. ``embedding_model``), or ``None``."""
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a palace-wide fact."""
+
+    @abstractmethod
+    def generation(self) -> int:
+        """A number that changes whenever drawers or closets change (for caches)."""
+
+    @abstractmethod
+    def upsert_drawers(self, drawers: Sequence[Drawer], vectors: Vectors, *, model: str) -> None:
+        """Insert or replace drawers by id, with their vectors, in one transaction."""
+
+    @abstractmethod
+    def replace_source(
+        self, state: SourceState, drawers: Sequence[Drawer], vectors: Vectors, *, model: str
+    ) -> list[str]:
+        """Replace every drawer of a source at once; return the ids no longer present."""
+
+    @abstractmethod
+    def source_state(self, wing: str, key: str) -> SourceState | None:
+        """What was recorded when the source was last mined, or ``None``."""
+
+    @abstractmethod
+    def touch_source(self, state: SourceState) -> None:
+        """Record a new mtime for a source whose content did not change."""
+
+    @abstractmethod
+    def get_drawers(self, ids: Sequence[str]) -> list[Drawer]:
+        """The drawers with these ids, in the order asked; unknown ids are left out."""
+
+    @abstractmethod
+    def delete_drawers(self, ids: Sequence[str]) -> list[str]:
+        """Delete drawers by id; return the ids that existed."""
+
+    @abstractmethod
+    def drawer_ids(self, where: Filter | None = None) -> list[str]:
+        """Ids of the drawers that pass ``where`` (every drawer when ``None``)."""
+
+    @abstractmethod
+    def iter_drawers(self, *, batch_size: int = 256) -> Iterator[list[Drawer]]:
+        """Every drawer, in batches, in a stable order."""
+
+    @abstractmethod
+    def set_vectors(self, ids: Sequence[str], vectors: Vectors, *, model: str) -> None:
+        """Replace the stored vectors of these drawers (used when re-embedding)."""
+
+    @abstractmethod
+    def iter_entries(self, collection: str, *, batch_size: int = 512) -> Iterator[list[IndexEntry]]:
+        """Every stored vector of ``collection`` as index entries, in batches."""
+
+    @abstractmethod
+    def count_vectors(self, collection: str) -> int:
+        """How many records of ``collection`` have a stored vector."""
+
+    @abstractmethod
+    def vector_table(self, collection: str) -> VectorTable:
+        """Every stored vector of ``collection`` at once, for an exact scan."""
+
+    @abstractmethod
+    def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
+        """Full-text candidates ``(id, score)``, best first (higher score is better)."""
+
+    @abstractmethod
+    def stats(self) -> LedgerStats:
+        """Counts of drawers, sources and closets, per wing and room."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the ledger's connections."""
+
+
+from palace_retrievers.ledger.sqlite import SQLiteLedger  # noqa: E402  (re-export)
+
+__all__ = ["Ledger", "LedgerStats", "SQLiteLedger", "SourceState", "VectorTable"]

@@ -1,0 +1,107 @@
+"""The SQLite ledger's schema, as an ordered list of migrations.
+
+Migration ``n`` takes a ledger from version ``n - 1`` to ``n``. A ledger is migrated
+forward on open, in one transaction per step; a ledger whose version is above
+:data:`SCHEMA_VERSION` was written by a newer palace-retrievers and is refused.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: drawers, sources, closets, full-text indexes.
+    """
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+
+    CREATE TABLE sources (
+        wing              TEXT NOT NULL,
+        source_key        TEXT NOT NULL,
+        location          TEXT NOT NULL,
+        content_hash      TEXT NOT NULL,
+        mtime             REAL,
+        normalize_version INTEGER NOT NULL,
+        mined_at          TEXT NOT NULL,
+        drawer_count      INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (wing, source_key)
+    );
+
+    CREATE TABLE drawers (
+        rowid             INTEGER PRIMARY KEY,
+        id                TEXT NOT NULL UNIQUE,
+        text              TEXT NOT NULL,
+        wing              TEXT NOT NULL,
+        room              TEXT NOT NULL,
+        source            TEXT NOT NULL,
+        source_key        TEXT,
+        chunk_index       INTEGER NOT NULL DEFAULT 0,
+        line_start        INTEGER,
+        line_end          INTEGER,
+        source_mtime      REAL,
+        normalize_version INTEGER NOT NULL DEFAULT 0,
+        filed_at          TEXT NOT NULL,
+        content_date      TEXT,
+        ts                REAL NOT NULL,
+        user_id           TEXT NOT NULL DEFAULT '',
+        kind              TEXT NOT NULL DEFAULT 'drawer',
+        metadata          TEXT NOT NULL DEFAULT '{}',
+        embedding         BLOB,
+        embedding_model   TEXT,
+        FOREIGN KEY (wing, source_key) REFERENCES sources (wing, source_key)
+            ON DELETE CASCADE
+    );
+    CREATE INDEX drawers_wing_room ON drawers (wing, room);
+    CREATE INDEX drawers_user ON drawers (user_id, kind);
+    CREATE INDEX drawers_source ON drawers (wing, source_key, chunk_index);
+    CREATE INDEX drawers_ts ON drawers (ts);
+
+    CREATE TABLE closets (
+        rowid           INTEGER PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        line            TEXT NOT NULL CHECK (length(line) <= 1500),
+        wing            TEXT NOT NULL,
+        room            TEXT NOT NULL,
+        source_key      TEXT,
+        user_id         TEXT NOT NULL DEFAULT '',
+        extractor       TEXT NOT NULL,
+        filed_at        TEXT NOT NULL,
+        ts              REAL NOT NULL,
+        embedding       BLOB,
+        embedding_model TEXT
+    );
+    CREATE TABLE closet_drawers (
+        closet_id TEXT NOT NULL REFERENCES closets (id) ON DELETE CASCADE,
+        drawer_id TEXT NOT NULL REFERENCES drawers (id) ON DELETE CASCADE,
+        PRIMARY KEY (closet_id, drawer_id)
+    );
+    CREATE INDEX closet_drawers_drawer ON closet_drawers (drawer_id);
+
+    -- Word tokens (Latin scripts and the like) and trigrams (Chinese, Japanese, substrings).
+    CREATE VIRTUAL TABLE drawers_fts USING fts5 (
+        text, content = 'drawers', content_rowid = 'rowid',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE VIRTUAL TABLE drawers_trigram USING fts5 (
+        text, content = 'drawers', content_rowid = 'rowid', tokenize = 'trigram'
+    );
+    CREATE TRIGGER drawers_ai AFTER INSERT ON drawers BEGIN
+        INSERT INTO drawers_fts (rowid, text) VALUES (new.rowid, new.text);
+        INSERT INTO drawers_trigram (rowid, text) VALUES (new.rowid, new.text);
+    END;
+    CREATE TRIGGER drawers_ad AFTER DELETE ON drawers BEGIN
+        INSERT INTO drawers_fts (drawers_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+        INSERT INTO drawers_trigram (drawers_trigram, rowid, text)
+            VALUES ('delete', old.rowid, old.text);
+    END;
+    CREATE TRIGGER drawers_au AFTER UPDATE OF text ON drawers BEGIN
+        INSERT INTO drawers_fts (drawers_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+        INSERT INTO drawers_trigram (drawers_trigram, rowid, text)
+            VALUES ('delete', old.rowid, old.text);
+        INSERT INTO drawers_fts (rowid, text) VALUES (new.rowid, new.text);
+        INSERT INTO drawers_trigram (rowid, text) VALUES (new.rowid, new.text);
+    END;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

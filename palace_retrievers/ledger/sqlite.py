@@ -1,0 +1,394 @@
+"""The embedded ledger: one SQLite file per palace, in WAL mode, foreign keys on.
+
+Writers take ``BEGIN IMMEDIATE`` transactions, so a reader sees a source's drawers all at
+once or not at all. One connection is shared by the threads of a process under a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palace_retrievers.embedder import Vectors
+from palace_retrievers.errors import SchemaError
+from palace_retrievers.index import IndexEntry
+from palace_retrievers.ledger import Ledger, LedgerStats, SourceState, VectorTable
+from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
+from palace_retrievers.records import Drawer, Filter
+
+LEDGER_FILE = "ledger.sqlite3"
+
+_DRAWER_COLUMNS = (
+    "id, text, wing, room, source, chunk_index, line_start, line_end, source_mtime, "
+    "normalize_version, filed_at, content_date, user_id, kind, metadata"
+)
+_WORD = re.compile(r"[^\W_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_TABLES = {"drawers": "drawers", "closets": "closets"}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat()
+
+
+def _when(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _fts_phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def where_sql(where: Filter | None, alias: str = "") -> tuple[str, list[Any]]:
+    """SQL condition and parameters for ``where`` over a drawers-like table."""
+    if where is None:
+        return "1", []
+    p = f"{alias}." if alias else ""
+    clauses = [f"{p}user_id = ?"]
+    params: list[Any] = [where.owner]
+    for column in ("wing", "room", "kind"):
+        value = getattr(where, column)
+        if value is not None:
+            clauses.append(f"{p}{column} = ?")
+            params.append(value)
+    if where.since is not None:
+        clauses.append(f"{p}ts >= ?")
+        params.append(where.since.timestamp())
+    if where.until is not None:
+        clauses.append(f"{p}ts <= ?")
+        params.append(where.until.timestamp())
+    return " AND ".join(clauses), params
+
+
+class SQLiteLedger(Ledger):
+    """The ledger in ``<palace_dir>/ledger.sqlite3``.
+
+    Args:
+        path: The SQLite file; created (and migrated) when missing.
+
+    Raises:
+        SchemaError: the file is not a ledger, or was written by a newer version.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(
+                str(path), timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise SchemaError(f"{path} is not a palace ledger ({exc})") from None
+
+    # -- schema -------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        current = self.schema_version
+        if current > SCHEMA_VERSION:
+            raise SchemaError(
+                f"{self.path} was written by a newer palace-retrievers (schema {current}, "
+                f"this one knows {SCHEMA_VERSION}); upgrade palace-retrievers to open it"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            with self._write() as db:
+                for statement in _statements(MIGRATIONS[version - 1]):
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO schema_version VALUES (?, ?)",
+                    (version, _iso(datetime.now(UTC))),
+                )
+                if version == 1:
+                    db.execute("INSERT INTO meta VALUES ('generation', '0')")
+
+    @property
+    def schema_version(self) -> int:
+        row = self._db.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that bumps the generation; rolled back on any error."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                if self.schema_version >= 1:
+                    self._db.execute(
+                        "UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+                        "WHERE key = 'generation'"
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = ?",
+                (key, value, value),
+            )
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    # -- drawers ------------------------------------------------------------------------
+
+    def _insert(self, db: sqlite3.Connection, drawers: Sequence[Drawer], vectors: Vectors,
+                model: str, source_key: str | None) -> None:
+        if len(drawers) != len(vectors):
+            raise ValueError(f"{len(drawers)} drawers but {len(vectors)} vectors")
+        rows = [
+            (
+                d.id, d.text, d.wing, d.room, d.source, source_key, d.chunk_index, d.line_start,
+                d.line_end, d.source_mtime, d.normalize_version, _iso(d.filed_at),
+                _iso(d.content_date), d.timestamp, d.user_id or "", d.kind,
+                json.dumps(dict(d.metadata), ensure_ascii=False, sort_keys=True),
+                np.asarray(v, dtype="<f4").tobytes(), model,
+            )
+            for d, v in zip(drawers, vectors, strict=True)
+        ]
+        db.executemany(
+            "INSERT INTO drawers (id, text, wing, room, source, source_key, chunk_index, "
+            "line_start, line_end, source_mtime, normalize_version, filed_at, content_date, "
+            "ts, user_id, kind, metadata, embedding, embedding_model) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET text = excluded.text, wing = excluded.wing, "
+            "room = excluded.room, source = excluded.source, source_key = excluded.source_key, "
+            "chunk_index = excluded.chunk_index, line_start = excluded.line_start, "
+            "line_end = excluded.line_end, source_mtime = excluded.source_mtime, "
+            "normalize_version = excluded.normalize_version, filed_at = excluded.filed_at, "
+            "content_date = excluded.content_date, ts = excluded.ts, "
+            "user_id = excluded.user_id, kind = excluded.kind, metadata = excluded.metadata, "
+            "embedding = excluded.embedding, embedding_model = excluded.embedding_model",
+            rows,
+        )
+
+    def upsert_drawers(self, drawers: Sequence[Drawer], vectors: Vectors, *, model: str) -> None:
+        with self._write() as db:
+            self._insert(db, drawers, vectors, model, None)
+
+    def replace_source(
+        self, state: SourceState, drawers: Sequence[Drawer], vectors: Vectors, *, model: str
+    ) -> list[str]:
+        keep = {d.id for d in drawers}
+        with self._write() as db:
+            old = [
+                row[0]
+                for row in db.execute(
+                    "SELECT id FROM drawers WHERE wing = ? AND source_key = ?",
+                    (state.wing, state.key),
+                )
+            ]
+            removed = [i for i in old if i not in keep]
+            db.executemany("DELETE FROM drawers WHERE id = ?", [(i,) for i in removed])
+            db.execute(
+                "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (wing, source_key) DO UPDATE SET location = excluded.location, "
+                "content_hash = excluded.content_hash, mtime = excluded.mtime, "
+                "normalize_version = excluded.normalize_version, mined_at = excluded.mined_at, "
+                "drawer_count = excluded.drawer_count",
+                (state.wing, state.key, state.location, state.content_hash, state.mtime,
+                 state.normalize_version, _iso(datetime.now(UTC)), len(drawers)),
+            )
+            self._insert(db, drawers, vectors, model, state.key)
+        return removed
+
+    def source_state(self, wing: str, key: str) -> SourceState | None:
+        rows = self._read(
+            "SELECT wing, source_key, location, content_hash, mtime, normalize_version, "
+            "drawer_count FROM sources WHERE wing = ? AND source_key = ?",
+            (wing, key),
+        )
+        return SourceState(*rows[0]) if rows else None
+
+    def touch_source(self, state: SourceState) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE sources SET mtime = ?, location = ? WHERE wing = ? AND source_key = ?",
+                (state.mtime, state.location, state.wing, state.key),
+            )
+
+    @staticmethod
+    def _drawer(row: Sequence[Any]) -> Drawer:
+        return Drawer(
+            id=row[0], text=row[1], wing=row[2], room=row[3], source=row[4],
+            chunk_index=row[5], line_start=row[6], line_end=row[7], source_mtime=row[8],
+            normalize_version=row[9], filed_at=_when(row[10]) or datetime.now(UTC),
+            content_date=_when(row[11]), user_id=row[12] or None, kind=row[13],
+            metadata=json.loads(row[14]),
+        )
+
+    def get_drawers(self, ids: Sequence[str]) -> list[Drawer]:
+        found: dict[str, Drawer] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for row in self._read(
+                f"SELECT {_DRAWER_COLUMNS} FROM drawers WHERE id IN ({marks})", batch
+            ):
+                found[row[0]] = self._drawer(row)
+        return [found[i] for i in ids if i in found]
+
+    def delete_drawers(self, ids: Sequence[str]) -> list[str]:
+        deleted: list[str] = []
+        with self._write() as db:
+            for i in dict.fromkeys(ids):
+                if db.execute("DELETE FROM drawers WHERE id = ?", (i,)).rowcount:
+                    deleted.append(i)
+        return deleted
+
+    def drawer_ids(self, where: Filter | None = None) -> list[str]:
+        condition, params = where_sql(where)
+        return [r[0] for r in self._read(f"SELECT id FROM drawers WHERE {condition}", params)]
+
+    def iter_drawers(self, *, batch_size: int = 256) -> Iterator[list[Drawer]]:
+        last = 0
+        while True:
+            rows = self._read(
+                f"SELECT rowid, {_DRAWER_COLUMNS} FROM drawers WHERE rowid > ? "
+                "ORDER BY rowid LIMIT ?",
+                (last, batch_size),
+            )
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [self._drawer(row[1:]) for row in rows]
+
+    def set_vectors(self, ids: Sequence[str], vectors: Vectors, *, model: str) -> None:
+        with self._write() as db:
+            db.executemany(
+                "UPDATE drawers SET embedding = ?, embedding_model = ? WHERE id = ?",
+                [
+                    (np.asarray(v, dtype="<f4").tobytes(), model, i)
+                    for i, v in zip(ids, vectors, strict=True)
+                ],
+            )
+
+    # -- vectors ------------------------------------------------------------------------
+
+    def _vector_rows(self, collection: str, after: int, limit: int) -> list[Any]:
+        table = _TABLES[collection]
+        source = "source" if table == "drawers" else "coalesce(source_key, '')"
+        kind = "kind" if table == "drawers" else "'closet'"
+        return self._read(
+            f"SELECT rowid, id, embedding, wing, room, user_id, {kind}, ts, {source} "
+            f"FROM {table} WHERE embedding IS NOT NULL AND rowid > ? ORDER BY rowid LIMIT ?",
+            (after, limit),
+        )
+
+    def iter_entries(self, collection: str, *, batch_size: int = 512) -> Iterator[list[IndexEntry]]:
+        last = 0
+        while rows := self._vector_rows(collection, last, batch_size):
+            last = rows[-1][0]
+            yield [
+                IndexEntry(
+                    id=r[1], vector=np.frombuffer(r[2], dtype="<f4").astype(np.float32),
+                    wing=r[3], room=r[4], user_id=r[5], kind=r[6], timestamp=r[7], source=r[8],
+                )
+                for r in rows
+            ]
+
+    def count_vectors(self, collection: str) -> int:
+        table = _TABLES[collection]
+        (count,), = self._read(f"SELECT count(*) FROM {table} WHERE embedding IS NOT NULL")
+        return int(count)
+
+    def vector_table(self, collection: str) -> VectorTable:
+        rows = self._vector_rows(collection, 0, -1)
+        if rows:
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4")
+            matrix = matrix.reshape(len(rows), -1).astype(np.float32)
+        else:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        return VectorTable(
+            ids=[r[1] for r in rows],
+            matrix=matrix,
+            wing=np.array([r[3] for r in rows], dtype=np.str_),
+            room=np.array([r[4] for r in rows], dtype=np.str_),
+            user_id=np.array([r[5] for r in rows], dtype=np.str_),
+            kind=np.array([r[6] for r in rows], dtype=np.str_),
+            timestamp=np.array([r[7] for r in rows], dtype=np.float64),
+        )
+
+    # -- full text ----------------------------------------------------------------------
+
+    def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
+        words = _WORD.findall(query)
+        latin = [w for w in words if not _CJK.search(w)]
+        trigrams = [
+            run[i : i + 3] for run in _CJK.findall(query) for i in range(max(len(run) - 2, 0))
+        ]
+        condition, params = where_sql(where, "d")
+        scores: dict[str, float] = {}
+        for table, terms in (("drawers_fts", latin), ("drawers_trigram", trigrams)):
+            if not terms:
+                continue
+            match = " OR ".join(_fts_phrase(t) for t in dict.fromkeys(terms))
+            rows = self._read(
+                f"SELECT d.id, -bm25({table}) FROM {table} JOIN drawers d "
+                f"ON d.rowid = {table}.rowid WHERE {table} MATCH ? AND {condition} "
+                f"ORDER BY bm25({table}) LIMIT ?",
+                [match, *params, limit],
+            )
+            for drawer_id, score in rows:
+                scores[drawer_id] = scores.get(drawer_id, 0.0) + float(score)
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+    # -- status -------------------------------------------------------------------------
+
+    def stats(self) -> LedgerStats:
+        wings: dict[str, dict[str, int]] = {}
+        for wing, room, count in self._read(
+            "SELECT wing, room, count(*) FROM drawers GROUP BY wing, room ORDER BY wing, room"
+        ):
+            wings.setdefault(wing, {})[room] = count
+        (drawers, embedded), = self._read("SELECT count(*), count(embedding) FROM drawers")
+        (sources,), = self._read("SELECT count(*) FROM sources")
+        (closets,), = self._read("SELECT count(*) FROM closets")
+        return LedgerStats(drawers, sources, closets, embedded, wings)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (``sqlite3.complete_statement`` knows triggers)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()

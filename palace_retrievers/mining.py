@@ -1,0 +1,188 @@
+"""Mining: turn what a source offers into drawers, embedded and filed.
+
+A source entry is read only when it may have changed (its mtime or the pipeline's version
+differs from the ledger's record), and re-filed only when its content hash or the
+chunking settings changed. Its old drawers are replaced in one ledger transaction, so a
+search never sees half of a source. Embedding is batched across entries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from palace_retrievers.chunking import NORMALIZE_VERSION, chunk_text
+from palace_retrievers.config import Config
+from palace_retrievers.errors import SourceError
+from palace_retrievers.ids import digest, drawer_id
+from palace_retrievers.ledger import SourceState
+from palace_retrievers.records import Drawer
+from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class MineReport:
+    """What a mine did.
+
+    Attributes:
+        path: What was mined.
+        wing: The wing it was filed in.
+        seen: Source entries found.
+        mined: Entries (re)filed because they were new or changed.
+        unchanged: Entries left alone because nothing changed.
+        drawers_added: Drawers written (new or replaced).
+        drawers_removed: Drawers of changed entries that no longer exist.
+        skipped: Entries passed over, with the reason.
+    """
+
+    path: str
+    wing: str
+    seen: int = 0
+    mined: int = 0
+    unchanged: int = 0
+    drawers_added: int = 0
+    drawers_removed: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pending:
+    state: SourceState
+    drawers: list[Drawer]
+
+
+FileDrawers = Callable[[list[tuple[SourceState, list[Drawer]]]], list[str]]
+"""Embeds and files a batch of sources' drawers; returns the ids removed."""
+
+
+class Miner:
+    """Mines one path with one source into one wing.
+
+    Args:
+        config: Chunking and batching settings.
+        source: The source adapter.
+        file_drawers: Embeds and files pending sources (the palace's write path).
+        get_state: The ledger's record of a source, or ``None``.
+        touch: Records a new mtime for an unchanged source.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        source: Source,
+        file_drawers: FileDrawers,
+        get_state: Callable[[str, str], SourceState | None],
+        touch: Callable[[SourceState], None],
+    ) -> None:
+        self._config = config
+        self._source = source
+        self._file = file_drawers
+        self._get_state = get_state
+        self._touch = touch
+
+    def _pipeline_hash(self, document: SourceDocument) -> str:
+        chunking = self._config.chunking
+        return digest(document.content_hash, str(chunking.size), str(chunking.overlap), length=64)
+
+    def _drawers(
+        self, entry: SourceEntry, document: SourceDocument, *, wing: str, room: str | None,
+        user_id: str | None,
+    ) -> list[Drawer]:
+        if document.segments is not None:
+            pieces = [
+                (s.text, s.line_start, s.line_end, s.content_date, dict(s.metadata))
+                for s in document.segments
+            ]
+        else:
+            chunking = self._config.chunking
+            pieces = [
+                (c.text, c.line_start, c.line_end, None, {})
+                for c in chunk_text(document.text, size=chunking.size, overlap=chunking.overlap)
+            ]
+        return [
+            Drawer(
+                id=drawer_id(wing=wing, source_key=entry.key, chunk_index=index, text=text),
+                text=text,
+                wing=wing,
+                room=room or document.room or "general",
+                source=entry.location,
+                chunk_index=index,
+                line_start=line_start,
+                line_end=line_end,
+                source_mtime=entry.mtime,
+                normalize_version=NORMALIZE_VERSION,
+                content_date=date or document.content_date,
+                user_id=user_id,
+                metadata={**document.metadata, **extra},
+            )
+            for index, (text, line_start, line_end, date, extra) in enumerate(pieces)
+        ]
+
+    def mine(
+        self,
+        path: Path,
+        *,
+        wing: str,
+        room: str | None = None,
+        user_id: str | None = None,
+        progress: Callable[[Iterable[SourceEntry | Skipped]], Iterable[SourceEntry | Skipped]]
+        | None = None,
+    ) -> MineReport:
+        """Mine ``path``; see the module docstring for what is skipped.
+
+        Raises:
+            SourceError: ``path`` cannot be mined at all.
+        """
+        report = MineReport(path=str(path), wing=wing)
+        pending: list[_Pending] = []
+        waiting = 0
+        entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
+        if progress is not None:
+            entries = progress(entries)
+        for entry in entries:
+            if isinstance(entry, Skipped):
+                report.skipped.append(entry)
+                continue
+            report.seen += 1
+            state = self._get_state(wing, entry.key)
+            if (
+                state is not None
+                and state.mtime == entry.mtime
+                and state.normalize_version == NORMALIZE_VERSION
+            ):
+                report.unchanged += 1
+                continue
+            try:
+                document = entry.read()
+            except SourceError as exc:
+                report.skipped.append(Skipped(entry.location, str(exc)))
+                continue
+            fingerprint = self._pipeline_hash(document)
+            new_state = SourceState(
+                wing=wing, key=entry.key, location=entry.location, content_hash=fingerprint,
+                mtime=entry.mtime, normalize_version=NORMALIZE_VERSION,
+            )
+            if state is not None and state.content_hash == fingerprint and (
+                state.normalize_version == NORMALIZE_VERSION
+            ):
+                self._touch(new_state)
+                report.unchanged += 1
+                continue
+            drawers = self._drawers(entry, document, wing=wing, room=room, user_id=user_id)
+            pending.append(_Pending(new_state, drawers))
+            waiting += len(drawers)
+            report.mined += 1
+            report.drawers_added += len(drawers)
+            if waiting >= self._config.mining.batch_size:
+                report.drawers_removed += len(self._file([(p.state, p.drawers) for p in pending]))
+                pending, waiting = [], 0
+        if pending:
+            report.drawers_removed += len(self._file([(p.state, p.drawers) for p in pending]))
+        for skipped in report.skipped:
+            log.info("skipped %s: %s", skipped.location, skipped.reason)
+        return report
