@@ -15,7 +15,7 @@ Register = Callable[[str, Any], None]
 
 @hookspec
 def palace_register_backends(register: Register) -> None:
-    """Register vector index backends: ``register(name, factory(BackendContext) -> VectorIndex)``."""
+    """Register vector index backends: ``register(name, factory(BackendContext) -> index)``."""
 
 
 @hookspec

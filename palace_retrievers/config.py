@@ -19,7 +19,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
 from palace_retrievers.errors import ConfigError
 
@@ -169,7 +169,9 @@ def _build(cls: type[Any], values: Mapping[str, Any], *, prefix: str, origin: st
         if dataclasses.is_dataclass(annotation):
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{name!r} in {origin} must be a table")
-            kwargs[key] = _build(annotation, value, prefix=f"{name}.", origin=origin)
+            kwargs[key] = _build(
+                cast(type[Any], annotation), value, prefix=f"{name}.", origin=origin
+            )
         elif not _type_ok(value, annotation):
             shown = getattr(annotation, "__name__", str(annotation))
             raise ConfigError(f"{name!r} in {origin} must be {shown}, not {value!r}")

@@ -39,7 +39,8 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> Vectors:
         """The vector of a query, shape ``(dimension,)``. Override for asymmetric models."""
-        return self.embed_documents([text])[0]
+        vector: Vectors = self.embed_documents([text])[0]
+        return vector
 
 
 EmbedderFactory = Callable[..., Embedder]

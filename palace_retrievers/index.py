@@ -117,9 +117,7 @@ class VectorIndex(ABC):
         """Remove these ids; unknown ids are ignored."""
 
     @abstractmethod
-    def query(
-        self, *, vector: npt.NDArray[np.float32], k: int, where: Filter
-    ) -> list[VectorMatch]:
+    def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
         """The ``k`` entries that pass ``where`` and lie nearest ``vector``, best first.
 
         Ties in similarity are broken by id, ascending, so results are deterministic.

@@ -125,7 +125,9 @@ class IndexSet:
         log.warning(
             "the %s index of %s is degraded (%s); searching by exact scan until "
             "`palace reindex` rebuilds it",
-            self.backend, collection, self._problems[collection],
+            self.backend,
+            collection,
+            self._problems[collection],
         )
 
     def _searcher(self, collection: str) -> VectorIndex:

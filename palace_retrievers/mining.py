@@ -90,7 +90,12 @@ class Miner:
         return digest(document.content_hash, str(chunking.size), str(chunking.overlap), length=64)
 
     def _drawers(
-        self, entry: SourceEntry, document: SourceDocument, *, wing: str, room: str | None,
+        self,
+        entry: SourceEntry,
+        document: SourceDocument,
+        *,
+        wing: str,
+        room: str | None,
         user_id: str | None,
     ) -> list[Drawer]:
         if document.segments is not None:
@@ -164,11 +169,17 @@ class Miner:
                 continue
             fingerprint = self._pipeline_hash(document)
             new_state = SourceState(
-                wing=wing, key=entry.key, location=entry.location, content_hash=fingerprint,
-                mtime=entry.mtime, normalize_version=NORMALIZE_VERSION,
+                wing=wing,
+                key=entry.key,
+                location=entry.location,
+                content_hash=fingerprint,
+                mtime=entry.mtime,
+                normalize_version=NORMALIZE_VERSION,
             )
-            if state is not None and state.content_hash == fingerprint and (
-                state.normalize_version == NORMALIZE_VERSION
+            if (
+                state is not None
+                and state.content_hash == fingerprint
+                and (state.normalize_version == NORMALIZE_VERSION)
             ):
                 self._touch(new_state)
                 report.unchanged += 1

@@ -62,8 +62,13 @@ class PalaceStats:
 
 def _entry(drawer: Drawer, vector: Any) -> IndexEntry:
     return IndexEntry(
-        id=drawer.id, vector=vector, wing=drawer.wing, room=drawer.room,
-        user_id=drawer.user_id or "", kind=drawer.kind, timestamp=drawer.timestamp,
+        id=drawer.id,
+        vector=vector,
+        wing=drawer.wing,
+        room=drawer.room,
+        user_id=drawer.user_id or "",
+        kind=drawer.kind,
+        timestamp=drawer.timestamp,
         source=drawer.source,
     )
 
@@ -161,15 +166,25 @@ class Palace:
             if check_model:
                 _check_model(ledger, emb)
             indexes = IndexSet(
-                backend=cfg.backend, factory=backend_factory, fallback=fallback_factory,
-                palace_dir=palace_dir, ledger=ledger, dimension=emb.dimension,
+                backend=cfg.backend,
+                factory=backend_factory,
+                fallback=fallback_factory,
+                palace_dir=palace_dir,
+                ledger=ledger,
+                dimension=emb.dimension,
                 options=cfg.backend_options(),
             )
         except BaseException:
             ledger.close()
             raise
-        return cls(path=palace_dir, config=cfg, ledger=ledger, embedder=emb, plugins=manager,
-                   indexes=indexes)
+        return cls(
+            path=palace_dir,
+            config=cfg,
+            ledger=ledger,
+            embedder=emb,
+            plugins=manager,
+            indexes=indexes,
+        )
 
     def close(self) -> None:
         """Close the indexes and the ledger."""
@@ -190,7 +205,8 @@ class Palace:
 
     def _embed_query(self, text: str) -> Vectors:
         vector = self.embedder.embed_query(text)
-        return unit_rows(vector, dimension=self.embedder.dimension, count=1)[0]
+        unit: Vectors = unit_rows(vector, dimension=self.embedder.dimension, count=1)[0]
+        return unit
 
     def _claim_model(self) -> None:
         """Record the embedding model when the palace gets its first vectors."""
@@ -209,7 +225,9 @@ class Palace:
             offset += len(drawers)
             gone = self.ledger.replace_source(state, drawers, part, model=self.embedder.model_name)
             self.indexes.delete("drawers", gone)
-            self.indexes.upsert("drawers", [_entry(d, v) for d, v in zip(drawers, part, strict=True)])
+            self.indexes.upsert(
+                "drawers", [_entry(d, v) for d, v in zip(drawers, part, strict=True)]
+            )
             removed.extend(gone)
         return removed
 
@@ -245,9 +263,9 @@ class Palace:
             drawer_wing = str(fields.get("wing", wing))
             drawers.append(
                 Drawer(
-                    id=ids[index] if ids is not None else text_id(
-                        text=text, wing=drawer_wing, user_id=owner
-                    ),
+                    id=ids[index]
+                    if ids is not None
+                    else text_id(text=text, wing=drawer_wing, user_id=owner),
                     text=text,
                     wing=drawer_wing,
                     room=str(fields.get("room", room)),
@@ -265,7 +283,9 @@ class Palace:
         vectors = self._embed(texts)
         self._claim_model()
         self.ledger.upsert_drawers(drawers, vectors, model=self.embedder.model_name)
-        self.indexes.upsert("drawers", [_entry(d, v) for d, v in zip(drawers, vectors, strict=True)])
+        self.indexes.upsert(
+            "drawers", [_entry(d, v) for d, v in zip(drawers, vectors, strict=True)]
+        )
         return [d.id for d in drawers]
 
     def mine(
@@ -306,11 +326,20 @@ class Palace:
         def bar(items: Iterable[Any]) -> Iterable[Any]:
             from tqdm import tqdm
 
-            return tqdm(items, desc=f"mining {target.name}", unit="file",
-                        disable=None if progress is None else not progress)
+            return tqdm(
+                items,
+                desc=f"mining {target.name}",
+                unit="file",
+                disable=None if progress is None else not progress,
+            )
 
-        return miner.mine(target, wing=wing or target.resolve().name or "default", room=room,
-                          user_id=user_id, progress=bar)
+        return miner.mine(
+            target,
+            wing=wing or target.resolve().name or "default",
+            room=room,
+            user_id=user_id,
+            progress=bar,
+        )
 
     # -- reading ------------------------------------------------------------------------
 
@@ -333,9 +362,14 @@ class Palace:
         Raises:
             InvalidQueryError: empty or over-long query, ``k <= 0``, or a bad filter value.
         """
-        where = Filter(wing=wing, room=room, user_id=user_id, kind=kind,
-                       since=utc(since) if since is not None else None,
-                       until=utc(until) if until is not None else None)
+        where = Filter(
+            wing=wing,
+            room=room,
+            user_id=user_id,
+            kind=kind,
+            since=utc(since) if since is not None else None,
+            until=utc(until) if until is not None else None,
+        )
         return self._pipeline.run(query, k=k, where=where)
 
     def get(self, ids: Sequence[str], *, user_id: str | None = None) -> list[Drawer]:
@@ -376,8 +410,9 @@ class Palace:
         if self.ledger.get_meta("embedding_model") not in (None, self.embedder.model_name):
             for batch in self.ledger.iter_drawers(batch_size=self.config.mining.batch_size):
                 vectors = self._embed([d.text for d in batch])
-                self.ledger.set_vectors([d.id for d in batch], vectors,
-                                        model=self.embedder.model_name)
+                self.ledger.set_vectors(
+                    [d.id for d in batch], vectors, model=self.embedder.model_name
+                )
             self.ledger.set_meta("embedding_model", self.embedder.model_name)
             self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
         return self.indexes.rebuild(progress=progress)
@@ -394,4 +429,3 @@ def _check_model(ledger: Ledger, embedder: Embedder) -> None:
         f"run `palace reindex` to re-embed it with {embedder.model_name!r}, "
         f"or configure {stored!r} again"
     )
-

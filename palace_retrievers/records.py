@@ -61,6 +61,14 @@ class Drawer:
         """The time a time-range filter looks at: the content's date, else when filed."""
         return (self.content_date or self.filed_at).timestamp()
 
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (times as ISO-8601 strings in UTC)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["filed_at"] = self.filed_at.isoformat()
+        out["content_date"] = self.content_date.isoformat() if self.content_date else None
+        out["metadata"] = dict(self.metadata)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:
@@ -99,6 +107,10 @@ class Hit:
     @property
     def metadata(self) -> Mapping[str, Any]:
         return self.drawer.metadata
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the drawer's fields, ``score`` and ``scores``."""
+        return {**self.drawer.as_dict(), "score": self.score, "scores": dict(self.scores)}
 
 
 def utc(value: datetime | date | str | float | int) -> datetime:

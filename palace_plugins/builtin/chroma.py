@@ -52,6 +52,10 @@ class ChromaIndex(VectorIndex):
     def __init__(self, context: BackendContext) -> None:
         options_check("backend", "chroma", context.options, set(DEFAULTS))
         import chromadb  # imported here: it is slow to import and only this backend needs it
+        from chromadb.api.collection_configuration import (
+            CreateCollectionConfiguration,
+            CreateHNSWConfiguration,
+        )
         from chromadb.config import Settings
 
         hnsw = {**DEFAULTS, **context.options}
@@ -64,7 +68,14 @@ class ChromaIndex(VectorIndex):
             self._collection = self._client.get_or_create_collection(
                 name=f"palace_{context.collection}",
                 embedding_function=None,
-                configuration={"hnsw": {"space": "cosine", **hnsw}},  # type: ignore[typeddict-item]
+                configuration=CreateCollectionConfiguration(
+                    hnsw=CreateHNSWConfiguration(
+                        space="cosine",
+                        ef_search=hnsw["ef_search"],
+                        ef_construction=hnsw["ef_construction"],
+                        max_neighbors=hnsw["max_neighbors"],
+                    )
+                ),
             )
         except Exception as exc:
             raise IndexUnavailableError(
@@ -80,8 +91,14 @@ class ChromaIndex(VectorIndex):
                 ids=[e.id for e in batch],
                 embeddings=np.stack([e.vector for e in batch]).astype(np.float32),
                 metadatas=[
-                    {"wing": e.wing, "room": e.room, "user_id": e.user_id, "kind": e.kind,
-                     "ts": float(e.timestamp), "source": e.source}
+                    {
+                        "wing": e.wing,
+                        "room": e.room,
+                        "user_id": e.user_id,
+                        "kind": e.kind,
+                        "ts": float(e.timestamp),
+                        "source": e.source,
+                    }
                     for e in batch
                 ],
             )
@@ -90,16 +107,14 @@ class ChromaIndex(VectorIndex):
         for start in range(0, len(ids), self._batch):
             self._collection.delete(ids=list(ids[start : start + self._batch]))
 
-    def query(
-        self, *, vector: npt.NDArray[np.float32], k: int, where: Filter
-    ) -> list[VectorMatch]:
+    def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
         if k <= 0:
             return []
         total = self._collection.count()
         if total == 0:
             return []
         result = self._collection.query(
-            query_embeddings=[np.asarray(vector, dtype=np.float32)],
+            query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
             n_results=min(k, total),
             where=chroma_where(where),
             include=["distances"],

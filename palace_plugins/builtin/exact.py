@@ -52,9 +52,7 @@ class ExactIndex(VectorIndex):
     def delete(self, *, ids: Sequence[str]) -> None:
         self._table = None
 
-    def query(
-        self, *, vector: npt.NDArray[np.float32], k: int, where: Filter
-    ) -> list[VectorMatch]:
+    def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
         table = self._current()
         if not table.ids or k <= 0:
             return []

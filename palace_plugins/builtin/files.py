@@ -22,11 +22,12 @@ from palace_retrievers.ids import content_hash
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", ".venv", "dist", "build"})
-BINARY_SUFFIXES = frozenset(
-    ".png .jpg .jpeg .gif .webp .ico .pdf .zip .gz .tgz .bz2 .xz .7z .tar .jar .whl .so "
-    ".dylib .dll .exe .bin .o .a .pyc .class .mp3 .mp4 .wav .mov .avi .sqlite .sqlite3 .db "
-    ".woff .woff2 .ttf .otf .parquet .npy .pt .safetensors".split()
+_BINARY_TYPES = (
+    "png jpg jpeg gif webp ico pdf zip gz tgz bz2 xz 7z tar jar whl so dylib dll exe "
+    "bin o a pyc class mp3 mp4 wav mov avi sqlite sqlite3 db woff woff2 ttf otf "
+    "parquet npy pt safetensors"
 )
+BINARY_SUFFIXES = frozenset(f".{ext}" for ext in _BINARY_TYPES.split())
 DEFAULT_ROOM = "general"
 
 
@@ -81,9 +82,13 @@ class FilesSource(Source):
         for folder, dirs, files in os.walk(path, followlinks=False):
             here = Path(folder)
             dirs[:] = sorted(
-                d for d in dirs
-                if not d.startswith(".") and d not in SKIP_DIRS
-                and not (ignored and ignored.match_file((here / d).relative_to(path).as_posix() + "/"))
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and d not in SKIP_DIRS
+                and not (
+                    ignored and ignored.match_file((here / d).relative_to(path).as_posix() + "/")
+                )
             )
             for name in sorted(files):
                 file = here / name

@@ -161,17 +161,37 @@ class SQLiteLedger(Ledger):
 
     # -- drawers ------------------------------------------------------------------------
 
-    def _insert(self, db: sqlite3.Connection, drawers: Sequence[Drawer], vectors: Vectors,
-                model: str, source_key: str | None) -> None:
+    def _insert(
+        self,
+        db: sqlite3.Connection,
+        drawers: Sequence[Drawer],
+        vectors: Vectors,
+        model: str,
+        source_key: str | None,
+    ) -> None:
         if len(drawers) != len(vectors):
             raise ValueError(f"{len(drawers)} drawers but {len(vectors)} vectors")
         rows = [
             (
-                d.id, d.text, d.wing, d.room, d.source, source_key, d.chunk_index, d.line_start,
-                d.line_end, d.source_mtime, d.normalize_version, _iso(d.filed_at),
-                _iso(d.content_date), d.timestamp, d.user_id or "", d.kind,
+                d.id,
+                d.text,
+                d.wing,
+                d.room,
+                d.source,
+                source_key,
+                d.chunk_index,
+                d.line_start,
+                d.line_end,
+                d.source_mtime,
+                d.normalize_version,
+                _iso(d.filed_at),
+                _iso(d.content_date),
+                d.timestamp,
+                d.user_id or "",
+                d.kind,
                 json.dumps(dict(d.metadata), ensure_ascii=False, sort_keys=True),
-                np.asarray(v, dtype="<f4").tobytes(), model,
+                np.asarray(v, dtype="<f4").tobytes(),
+                model,
             )
             for d, v in zip(drawers, vectors, strict=True)
         ]
@@ -215,8 +235,16 @@ class SQLiteLedger(Ledger):
                 "content_hash = excluded.content_hash, mtime = excluded.mtime, "
                 "normalize_version = excluded.normalize_version, mined_at = excluded.mined_at, "
                 "drawer_count = excluded.drawer_count",
-                (state.wing, state.key, state.location, state.content_hash, state.mtime,
-                 state.normalize_version, _iso(datetime.now(UTC)), len(drawers)),
+                (
+                    state.wing,
+                    state.key,
+                    state.location,
+                    state.content_hash,
+                    state.mtime,
+                    state.normalize_version,
+                    _iso(datetime.now(UTC)),
+                    len(drawers),
+                ),
             )
             self._insert(db, drawers, vectors, model, state.key)
         return removed
@@ -239,10 +267,20 @@ class SQLiteLedger(Ledger):
     @staticmethod
     def _drawer(row: Sequence[Any]) -> Drawer:
         return Drawer(
-            id=row[0], text=row[1], wing=row[2], room=row[3], source=row[4],
-            chunk_index=row[5], line_start=row[6], line_end=row[7], source_mtime=row[8],
-            normalize_version=row[9], filed_at=_when(row[10]) or datetime.now(UTC),
-            content_date=_when(row[11]), user_id=row[12] or None, kind=row[13],
+            id=row[0],
+            text=row[1],
+            wing=row[2],
+            room=row[3],
+            source=row[4],
+            chunk_index=row[5],
+            line_start=row[6],
+            line_end=row[7],
+            source_mtime=row[8],
+            normalize_version=row[9],
+            filed_at=_when(row[10]) or datetime.now(UTC),
+            content_date=_when(row[11]),
+            user_id=row[12] or None,
+            kind=row[13],
             metadata=json.loads(row[14]),
         )
 
@@ -311,15 +349,21 @@ class SQLiteLedger(Ledger):
             last = rows[-1][0]
             yield [
                 IndexEntry(
-                    id=r[1], vector=np.frombuffer(r[2], dtype="<f4").astype(np.float32),
-                    wing=r[3], room=r[4], user_id=r[5], kind=r[6], timestamp=r[7], source=r[8],
+                    id=r[1],
+                    vector=np.frombuffer(r[2], dtype="<f4").astype(np.float32),
+                    wing=r[3],
+                    room=r[4],
+                    user_id=r[5],
+                    kind=r[6],
+                    timestamp=r[7],
+                    source=r[8],
                 )
                 for r in rows
             ]
 
     def count_vectors(self, collection: str) -> int:
         table = _TABLES[collection]
-        (count,), = self._read(f"SELECT count(*) FROM {table} WHERE embedding IS NOT NULL")
+        ((count,),) = self._read(f"SELECT count(*) FROM {table} WHERE embedding IS NOT NULL")
         return int(count)
 
     def vector_table(self, collection: str) -> VectorTable:
@@ -371,9 +415,9 @@ class SQLiteLedger(Ledger):
             "SELECT wing, room, count(*) FROM drawers GROUP BY wing, room ORDER BY wing, room"
         ):
             wings.setdefault(wing, {})[room] = count
-        (drawers, embedded), = self._read("SELECT count(*), count(embedding) FROM drawers")
-        (sources,), = self._read("SELECT count(*) FROM sources")
-        (closets,), = self._read("SELECT count(*) FROM closets")
+        ((drawers, embedded),) = self._read("SELECT count(*), count(embedding) FROM drawers")
+        ((sources,),) = self._read("SELECT count(*) FROM sources")
+        ((closets,),) = self._read("SELECT count(*) FROM closets")
         return LedgerStats(drawers, sources, closets, embedded, wings)
 
     def close(self) -> None:

@@ -1,0 +1,39 @@
+# Two commands on a fresh machine with Python 3.11: `make demo` and `make test`.
+# Both create .venv and install everything into it; nothing relies on packages
+# installed by hand.
+#
+# torch is installed first, pinned to a CPU build (TORCH_SPEC): a bare `torch`
+# requirement, pulled in by sentence-transformers, would fetch a multi-GB CUDA build.
+# Elsewhere, point TORCH_PIP_ARGS at PyTorch's CPU wheel index (see README).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+
+.PHONY: install test lint demo clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(PIP) install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+demo: install
+	$(BIN)/python examples/demo.py
+
+clean:
+	rm -rf $(VENV) .palace-demo .mypy_cache .ruff_cache .pytest_cache
