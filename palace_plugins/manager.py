@@ -159,8 +159,9 @@ class PluginManager:
                 self._pm.register(plugin, name=ep.name)
             except Exception as exc:  # a broken plugin must not stop the palace
                 message = f"{type(exc).__name__}: {exc}"
-                log.warning("plugin %r (%s) failed to load and is skipped: %s", ep.name,
-                            dist, message)
+                log.warning(
+                    "plugin %r (%s) failed to load and is skipped: %s", ep.name, dist, message
+                )
                 self.failures.append(PluginFailure(ep.name, dist, message))
                 continue
             self._dists[ep.name] = (dist, version)
@@ -204,8 +205,9 @@ class PluginManager:
                 plugin_name = impl.plugin_name
                 builtin = self._is_builtin(plugin_name)
 
-                def register(name: str, factory: Any, _p: str = plugin_name,
-                             _b: bool = builtin) -> None:
+                def register(
+                    name: str, factory: Any, _p: str = plugin_name, _b: bool = builtin
+                ) -> None:
                     registry.add(Provider(name, factory, _p, _b))
 
                 try:
