@@ -244,3 +244,7 @@ def main() -> None:
 
 
 __all__ = ["Config", "cli", "main"]
+
+
+if __name__ == "__main__":
+    main()
