@@ -61,28 +61,33 @@ class ChromaIndex(VectorIndex):
         hnsw = {**DEFAULTS, **context.options}
         path = context.palace_dir / "index" / "chroma"
         path.mkdir(parents=True, exist_ok=True)
+        self._name = f"palace_{context.collection}"
+        self._configuration = CreateCollectionConfiguration(
+            hnsw=CreateHNSWConfiguration(
+                space="cosine",
+                ef_search=hnsw["ef_search"],
+                ef_construction=hnsw["ef_construction"],
+                max_neighbors=hnsw["max_neighbors"],
+            )
+        )
+        self._client: Any = None
         try:
             self._client = chromadb.PersistentClient(
                 path=str(path), settings=Settings(anonymized_telemetry=False)
             )
-            self._collection = self._client.get_or_create_collection(
-                name=f"palace_{context.collection}",
-                embedding_function=None,
-                configuration=CreateCollectionConfiguration(
-                    hnsw=CreateHNSWConfiguration(
-                        space="cosine",
-                        ef_search=hnsw["ef_search"],
-                        ef_construction=hnsw["ef_construction"],
-                        max_neighbors=hnsw["max_neighbors"],
-                    )
-                ),
-            )
+            self._collection = self._open_collection()
         except Exception as exc:
+            self.close()
             raise IndexUnavailableError(
                 f"cannot open the Chroma index at {path} ({type(exc).__name__}: {exc}); "
                 "run `palace reindex` to rebuild it from the ledger"
             ) from exc
         self._batch = max(1, min(5000, self._client.get_max_batch_size()))
+
+    def _open_collection(self) -> Any:
+        return self._client.get_or_create_collection(
+            name=self._name, embedding_function=None, configuration=self._configuration
+        )
 
     def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
         for start in range(0, len(entries), self._batch):
@@ -128,14 +133,24 @@ class ChromaIndex(VectorIndex):
         return int(self._collection.count())
 
     def clear(self) -> None:
-        ids = self._collection.get(include=[])["ids"]
-        self.delete(ids=ids)
+        # Dropping the collection (rather than deleting its ids) also forgets its
+        # dimension, so that a reindex with another embedding model can fill it again.
+        self._client.delete_collection(self._name)
+        self._collection = self._open_collection()
 
     def health(self) -> Health:
         try:
             return Health(ok=True, count=self.count(), detail="embedded Chroma")
         except Exception as exc:
             return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        # Chroma shares one client system per path in the process and keeps it (with its
+        # SQLite connection) until the last client is closed; without this, reopening a
+        # directory that was deleted or rewritten would reuse the stale system.
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
 
 @hookimpl(trylast=True)
