@@ -14,6 +14,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from palace_plugins.manager import PluginManager
 from palace_retrievers import config as config_module
 from palace_retrievers.config import Config
@@ -104,7 +106,7 @@ class Palace:
         path: str | os.PathLike[str] | None = None,
         *,
         backend: str | None = None,
-        embedder: str | None = None,
+        embedder: str | Embedder | None = None,
         model: str | None = None,
         config: Config | Mapping[str, Any] | None = None,
         plugins: Iterable[object] = (),
@@ -116,7 +118,8 @@ class Palace:
         Args:
             path: The palace's directory (default: ``$PALACE_PATH`` or ``~/.palace/default``).
             backend: Vector index backend plugin, overriding the configuration.
-            embedder: Embedder plugin, overriding the configuration.
+            embedder: Embedder plugin, overriding the configuration; or an :class:`Embedder`
+                instance, used as is (e.g. one that wraps a LangChain ``Embeddings``).
             model: Embedding model, overriding the configuration.
             config: A :class:`Config`, or a mapping of overrides shaped like ``palace.toml``.
             plugins: Extra plugin objects to register (besides installed entry points).
@@ -146,15 +149,18 @@ class Palace:
             overrides: dict[str, Any] = config_module.to_dict(config)
         else:
             overrides = dict(config or {})
-        for key, value in (("backend", backend), ("embedder", embedder), ("model", model)):
+        named = embedder if isinstance(embedder, str) else None
+        for key, value in (("backend", backend), ("embedder", named), ("model", model)):
             if value is not None:
                 overrides[key] = value
         cfg = config_module.load(palace_dir, overrides=overrides)
         manager = PluginManager(plugins=plugins)
-        embedder_factory = manager.embedder(cfg.embedder)
+        if isinstance(embedder, Embedder):
+            emb: Any = embedder
+        else:
+            emb = manager.embedder(cfg.embedder)(model=cfg.model, options=cfg.embedder_options())
         backend_factory = manager.backend(cfg.backend)
         fallback_factory = manager.backend("sqlite")
-        emb = embedder_factory(model=cfg.model, options=cfg.embedder_options())
         if not isinstance(emb, Embedder):
             raise PluginError(f"embedder plugin {cfg.embedder!r} did not return an Embedder")
         ledger = SQLiteLedger(ledger_file)
@@ -371,6 +377,57 @@ class Palace:
             until=utc(until) if until is not None else None,
         )
         return self._pipeline.run(query, k=k, where=where)
+
+    def search_by_vector(
+        self,
+        vector: Sequence[float] | Vectors,
+        k: int = 5,
+        *,
+        wing: str | None = None,
+        room: str | None = None,
+        user_id: str | None = None,
+        kind: str | None = None,
+        since: datetime | date | str | None = None,
+        until: datetime | date | str | None = None,
+    ) -> list[Hit]:
+        """The ``k`` drawers nearest ``vector`` by cosine similarity, best first.
+
+        Only the vector floor of :meth:`search`: for callers that embed the query
+        themselves (a LangChain or LlamaIndex vector store). The filters, and the
+        ``user_id`` partition, are applied exactly as in :meth:`search`.
+
+        Raises:
+            InvalidQueryError: ``k <= 0``, a bad filter value, or a vector whose length is
+                not the embedder's dimension.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            raise InvalidQueryError(f"k must be a positive integer, not {k!r}")
+        array = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if array.shape != (self.embedder.dimension,):
+            raise InvalidQueryError(
+                f"the vector has {array.size} dimensions but this palace's embedder "
+                f"({self.embedder.model_name}) makes {self.embedder.dimension}"
+            )
+        unit = unit_rows(array, dimension=self.embedder.dimension, count=1)[0]
+        where = Filter(
+            wing=wing,
+            room=room,
+            user_id=user_id,
+            kind=kind,
+            since=utc(since) if since is not None else None,
+            until=utc(until) if until is not None else None,
+        )
+        matches = self.indexes.query("drawers", vector=unit, k=k, where=where)
+        drawers = {d.id: d for d in self.ledger.get_drawers([m.id for m in matches])}
+        hits = []
+        for match in matches:
+            drawer = drawers.get(match.id)
+            if drawer is None or not where.matches(drawer):
+                continue  # an index entry the ledger no longer holds: never shown
+            scores = {"vector": match.similarity, "final": match.similarity}
+            hits.append(Hit(drawer=drawer, score=match.similarity, scores=scores))
+        hits.sort(key=lambda h: (-h.score, h.id))
+        return hits
 
     def get(self, ids: Sequence[str], *, user_id: str | None = None) -> list[Drawer]:
         """The drawers with these ids that belong to ``user_id``, in the order asked."""
