@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from palace_plugins.manager import PluginManager
+# The module, not the class: palace_plugins.manager imports this package while it loads,
+# so importing palace_plugins first must find the module here half-initialised.
+from palace_plugins import manager as plugin_manager
 from palace_retrievers import config as config_module
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Embedder, Vectors, unit_rows
@@ -85,7 +87,7 @@ class Palace:
         config: Config,
         ledger: Ledger,
         embedder: Embedder,
-        plugins: PluginManager,
+        plugins: plugin_manager.PluginManager,
         indexes: IndexSet,
     ) -> None:
         self.path = path
@@ -154,7 +156,7 @@ class Palace:
             if value is not None:
                 overrides[key] = value
         cfg = config_module.load(palace_dir, overrides=overrides)
-        manager = PluginManager(plugins=plugins)
+        manager = plugin_manager.PluginManager(plugins=plugins)
         if isinstance(embedder, Embedder):
             emb: Any = embedder
         else:
