@@ -19,7 +19,7 @@ _BOUNDARIES = (
     re.compile(r"\n(?=#{1,6} )"),  # before a markdown heading
     re.compile(r"\n[ \t]*\n"),  # a blank line
     re.compile(r"\n"),  # a line end
-    re.compile(r"[.!?。！？](?:[\"')\]]*)\s"),  # a sentence end
+    re.compile(r"[.!?](?:[\"')\]]*)\s|[。！？]"),  # a sentence end (CJK: no space follows)
     re.compile(r"\s"),  # any space
 )
 
