@@ -49,20 +49,113 @@ class ChunkingConfig:
             )
 
 
+FUSIONS = ("weighted", "rrf")
+NORMALISATIONS = ("max", "minmax", "zscore")
+GREP_SCOPES = ("closet", "source")
+
+
 @dataclass(frozen=True)
 class SearchConfig:
-    """How a query is answered."""
+    """How a query is answered: the stages of :mod:`palace_retrievers.search`, in order."""
 
     overfetch: int = field(default=3, metadata=_doc("vector candidates = k × overfetch"))
     min_candidates: int = field(default=50, metadata=_doc("vector candidates, at least"))
     max_query_chars: int = field(
         default=100_000, metadata=_doc("longest query accepted, in characters")
     )
+    lexical: bool = field(
+        default=True, metadata=_doc("add full-text (FTS5) candidates to the vector ones")
+    )
+    lexical_candidates: int = field(
+        default=50, metadata=_doc("full-text candidates fetched, at most")
+    )
+    closets: bool = field(default=True, metadata=_doc("boost the drawers the best closets name"))
+    closet_candidates: int = field(default=10, metadata=_doc("closets fetched per query"))
+    closet_boosts: list[float] = field(
+        default_factory=lambda: [0.40, 0.25, 0.15, 0.08, 0.04],
+        metadata=_doc("boost added to the drawers of the 1st, 2nd, ... best closet"),
+    )
+    grep: bool = field(
+        default=True,
+        metadata=_doc("boost only the chunk of a closet's source with the most query terms"),
+    )
+    grep_scope: str = field(
+        default="closet",
+        metadata=_doc('where drawer-grep looks: "closet" (its drawers) or "source" (all chunks)'),
+    )
+    grep_neighbours: int = field(
+        default=0, metadata=_doc("also boost this many chunks either side of the grepped one")
+    )
+    fusion: str = field(
+        default="weighted", metadata=_doc('"weighted" (weights below) or "rrf" (reciprocal rank)')
+    )
+    normalisation: str = field(
+        default="max", metadata=_doc('scaling before weighted fusion: "max", "minmax", "zscore"')
+    )
+    vector_weight: float = field(default=0.6, metadata=_doc("weight of vector similarity"))
+    bm25_weight: float = field(default=0.4, metadata=_doc("weight of BM25 over the candidates"))
+    rrf_k: int = field(default=60, metadata=_doc("the k of reciprocal-rank fusion"))
+    bm25_k1: float = field(default=1.5, metadata=_doc("BM25 term-frequency saturation"))
+    bm25_b: float = field(default=0.75, metadata=_doc("BM25 length normalisation"))
+    stop_words: bool = field(default=True, metadata=_doc("drop stop words from BM25 terms"))
+    stemming: bool = field(default=True, metadata=_doc("light English suffix stemming for BM25"))
+    neighbour_weight: float = field(
+        default=0.0,
+        metadata=_doc("share of an adjacent chunk's score (same source) added to a drawer's"),
+    )
 
     def __post_init__(self) -> None:
-        for name in ("overfetch", "min_candidates", "max_query_chars"):
+        for name in (
+            "overfetch",
+            "min_candidates",
+            "max_query_chars",
+            "lexical_candidates",
+            "closet_candidates",
+            "rrf_k",
+        ):
             if getattr(self, name) < 1:
-                raise ConfigError(f"search.{name} must be at least 1")
+                raise ConfigError(f"search.{name} must be at least 1, not {getattr(self, name)}")
+        if any(not 0 <= b <= 1 for b in self.closet_boosts):
+            raise ConfigError(
+                f"search.closet_boosts must lie in [0, 1] (a boost only raises), "
+                f"not {self.closet_boosts}"
+            )
+        for name in ("vector_weight", "bm25_weight", "bm25_b", "neighbour_weight"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"search.{name} must lie in [0, 1], not {getattr(self, name)}")
+        if self.vector_weight + self.bm25_weight <= 0:
+            raise ConfigError("search.vector_weight and search.bm25_weight cannot both be 0")
+        if self.bm25_k1 < 0 or self.grep_neighbours < 0:
+            raise ConfigError("search.bm25_k1 and search.grep_neighbours cannot be negative")
+        for name, allowed in (
+            ("fusion", FUSIONS),
+            ("normalisation", NORMALISATIONS),
+            ("grep_scope", GREP_SCOPES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(
+                    f"search.{name} must be one of {', '.join(allowed)}, "
+                    f"not {getattr(self, name)!r}"
+                )
+
+
+@dataclass(frozen=True)
+class ClosetConfig:
+    """How closets (``topic|entities|→drawer_ids`` pointer lines) are built at mine time."""
+
+    extractor: str = field(
+        default="regex", metadata=_doc('closet extractor plugin; "" builds no closets')
+    )
+    drawers_per_closet: int = field(
+        default=3, metadata=_doc("consecutive chunks of one source a closet points to, at most")
+    )
+    max_chars: int = field(default=1500, metadata=_doc("longest closet line (at most 1500)"))
+
+    def __post_init__(self) -> None:
+        if self.drawers_per_closet < 1:
+            raise ConfigError("closets.drawers_per_closet must be at least 1")
+        if not 40 <= self.max_chars <= 1500:
+            raise ConfigError(f"closets.max_chars must lie in [40, 1500], not {self.max_chars}")
 
 
 @dataclass(frozen=True)
@@ -90,12 +183,16 @@ class Config:
     )
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    closets: ClosetConfig = field(default_factory=ClosetConfig)
     mining: MiningConfig = field(default_factory=MiningConfig)
     backends: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per backend plugin, e.g. [backends.chroma]")
     )
     embedders: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per embedder plugin")
+    )
+    extractors: dict[str, dict[str, Any]] = field(
+        default_factory=dict, metadata=_doc("options per closet extractor plugin")
     )
 
     def backend_options(self) -> dict[str, Any]:
@@ -105,6 +202,10 @@ class Config:
     def embedder_options(self) -> dict[str, Any]:
         """The options table of the selected embedder (empty when there is none)."""
         return dict(self.embedders.get(self.embedder, {}))
+
+    def extractor_options(self) -> dict[str, Any]:
+        """The options table of the selected closet extractor (empty when there is none)."""
+        return dict(self.extractors.get(self.closets.extractor, {}))
 
     def replace(self, **changes: Any) -> Config:
         """A copy with top-level fields changed (validated like any other input)."""

@@ -20,6 +20,7 @@ import numpy as np
 # so importing palace_plugins first must find the module here half-initialised.
 from palace_plugins import manager as plugin_manager
 from palace_retrievers import config as config_module
+from palace_retrievers.closets import Closet, ClosetExtractor, build_closets
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Embedder, Vectors, unit_rows
 from palace_retrievers.errors import (
@@ -27,6 +28,7 @@ from palace_retrievers.errors import (
     InvalidQueryError,
     PalaceNotFoundError,
     PluginError,
+    PluginNotFoundError,
 )
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import IndexEntry
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PATH = Path("~/.palace/default")
 #: Metadata keys of :meth:`Palace.add_texts` that fill drawer fields instead of metadata.
-DRAWER_FIELDS = ("wing", "room", "source", "user_id", "content_date", "kind")
+DRAWER_FIELDS = ("wing", "room", "source", "user_id", "content_date", "kind", "chunk_index")
 
 
 def default_path() -> Path:
@@ -77,6 +79,19 @@ def _entry(drawer: Drawer, vector: Any) -> IndexEntry:
     )
 
 
+def _closet_entry(closet: Closet, vector: Any) -> IndexEntry:
+    return IndexEntry(
+        id=closet.id,
+        vector=vector,
+        wing=closet.wing,
+        room=closet.room,
+        user_id=closet.user_id or "",
+        kind="closet",
+        timestamp=0.0,
+        source=closet.source,
+    )
+
+
 class Palace:
     """A palace on disk. Open one with :meth:`Palace.open`; close it (or use ``with``)."""
 
@@ -96,6 +111,7 @@ class Palace:
         self.embedder = embedder
         self.plugins = plugins
         self.indexes = indexes
+        self._extractor: ClosetExtractor | None = None
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
         )
@@ -237,7 +253,60 @@ class Palace:
                 "drawers", [_entry(d, v) for d, v in zip(drawers, part, strict=True)]
             )
             removed.extend(gone)
+        self._file_closets([d for _, drawers in batch for d in drawers], removed)
         return removed
+
+    # -- closets ------------------------------------------------------------------------
+
+    def closet_extractor(self) -> ClosetExtractor | None:
+        """The configured closet extractor (``None`` when ``closets.extractor`` is empty).
+
+        Raises:
+            PluginNotFoundError: no installed plugin provides the extractor.
+            PluginError: its factory did not return a ``ClosetExtractor``.
+        """
+        name = self.config.closets.extractor
+        if not name:
+            return None
+        if self._extractor is None:
+            factory = self.plugins.closet_extractor(name)
+            extractor = factory(self.config.extractor_options())
+            if not isinstance(extractor, ClosetExtractor):
+                raise PluginError(f"closet extractor plugin {name!r} did not return one")
+            self._extractor = extractor
+        return self._extractor
+
+    def _file_closets(self, drawers: Sequence[Drawer], gone: Sequence[str]) -> None:
+        """Build, embed and file the closets of ``drawers`` (replacing their old ones).
+
+        Closets are a signal: an extractor that fails is logged and the drawers stay
+        filed without closets.
+        """
+        closets: list[Closet] = []
+        if self.config.closets.extractor and drawers:
+            try:
+                extractor = self.closet_extractor()
+                assert extractor is not None
+                closets = build_closets(
+                    drawers,
+                    extractor=extractor,
+                    extractor_name=self.config.closets.extractor,
+                    drawers_per_closet=self.config.closets.drawers_per_closet,
+                    max_chars=self.config.closets.max_chars,
+                )
+            except (PluginError, PluginNotFoundError) as exc:
+                log.warning("no closets were built for %d drawers: %s", len(drawers), exc)
+        vectors = self._embed([c.text for c in closets])
+        removed = self.ledger.replace_closets(
+            closets,
+            vectors,
+            model=self.embedder.model_name,
+            drawer_ids=[*(d.id for d in drawers), *gone],
+        )
+        self.indexes.delete("closets", removed)
+        self.indexes.upsert(
+            "closets", [_closet_entry(c, v) for c, v in zip(closets, vectors, strict=True)]
+        )
 
     def add_texts(
         self,
@@ -281,6 +350,7 @@ class Palace:
                     content_date=utc(fields["content_date"]) if "content_date" in fields else None,
                     user_id=owner,
                     kind=str(fields.get("kind", DRAWER_KIND)),
+                    chunk_index=int(fields.get("chunk_index", 0)),
                     metadata={k: v for k, v in meta.items() if k not in DRAWER_FIELDS},
                 )
             )
@@ -294,6 +364,7 @@ class Palace:
         self.indexes.upsert(
             "drawers", [_entry(d, v) for d, v in zip(drawers, vectors, strict=True)]
         )
+        self._file_closets(drawers, [])
         return [d.id for d in drawers]
 
     def mine(
@@ -441,6 +512,7 @@ class Palace:
         mine = [d.id for d in self.get(ids, user_id=user_id)]
         deleted = self.ledger.delete_drawers(mine)
         self.indexes.delete("drawers", deleted)
+        self.indexes.delete("closets", self.ledger.prune_closets())
         return len(deleted)
 
     def stats(self) -> PalaceStats:
@@ -471,6 +543,11 @@ class Palace:
                 vectors = self._embed([d.text for d in batch])
                 self.ledger.set_vectors(
                     [d.id for d in batch], vectors, model=self.embedder.model_name
+                )
+            for closets in self.ledger.iter_closets(batch_size=self.config.mining.batch_size):
+                vectors = self._embed([c.text for c in closets])
+                self.ledger.set_closet_vectors(
+                    [c.id for c in closets], vectors, model=self.embedder.model_name
                 )
             self.ledger.set_meta("embedding_model", self.embedder.model_name)
             self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))

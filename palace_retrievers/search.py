@@ -1,23 +1,51 @@
 """The one retrieval pipeline every entry point goes through.
 
-For now the pipeline is its floor: a vector query over-fetched to
-``max(k × overfetch, min_candidates)`` candidates with the filter applied inside the index,
-ranked by cosine similarity. Later stages (lexical candidates, closet boosts, fusion) add
-their parts to each hit's ``scores``; none of them can remove a vector candidate.
+Stages, in order (every knob is a ``[search]`` key of ``palace.toml``, see
+:class:`~palace_retrievers.config.SearchConfig`):
+
+1. **Floor.** A vector query over-fetched to ``max(k × overfetch, min_candidates)``
+   candidates, with the filter applied inside the index. It always runs.
+2. **Lexical candidates.** Full-text (FTS5) matches of the query's content words over
+   the same filtered drawers are added to the candidates, so names, numbers and rare
+   words are found when the embedding misses them.
+3. **Closets.** The ``closets`` collection is queried with the same vector; the drawers
+   the best closets point to get a rank-based boost (``closet_boosts``) and join the
+   candidates. A boost only raises. An empty closet collection, or a closet query that
+   fails, changes nothing: the stage is skipped (and the failure logged).
+4. **Drawer-grep.** Of a boosted closet's drawers (or its whole source), only the chunk
+   with the most query terms takes the boost, plus ``grep_neighbours`` chunks either side.
+5. **Fusion.** Vector similarity and BM25 (rank-bm25 over the candidates' texts) are
+   fused: ``vector_weight × norm(vector) + bm25_weight × norm(bm25)``, or by
+   reciprocal rank. Then closet boosts are added, and optionally a share of the best
+   adjacent chunk's score (``neighbour_weight``), since evidence clusters.
+6. **Hits.** Each hit carries ``scores``: ``vector`` (cosine), ``bm25`` (raw),
+   ``vector_part`` and ``bm25_part`` (their fused shares), ``closet``, ``neighbours``
+   and ``final``, where ``final = vector_part + bm25_part + closet + neighbours``.
+
+No stage removes a vector candidate; each can only add candidates or raise scores.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+from rank_bm25 import BM25Okapi
 
+from palace_retrievers import fusion
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger import Ledger
-from palace_retrievers.records import Filter, Hit
+from palace_retrievers.records import Drawer, Filter, Hit
+from palace_retrievers.terms import terms
+
+log = logging.getLogger(__name__)
+
+#: Distinct query terms used by the lexical stages, at most (a 100 kB query stays fast).
+MAX_QUERY_TERMS = 64
 
 
 def check_query(query: object, k: object, *, max_chars: int) -> str:
@@ -41,14 +69,27 @@ def check_query(query: object, k: object, *, max_chars: int) -> str:
     return query
 
 
+def bm25_scores(
+    query_terms: Sequence[str], documents: Sequence[Sequence[str]], *, k1: float, b: float
+) -> list[float]:
+    """BM25 (Okapi, rank-bm25) of each tokenised document for ``query_terms``.
+
+    The statistics (idf, average length) are those of ``documents``: the candidate set.
+    """
+    if not documents or not query_terms or not any(documents):
+        return [0.0] * len(documents)
+    model = BM25Okapi([list(d) or [""] for d in documents], k1=k1, b=b)
+    return [max(0.0, float(s)) for s in model.get_scores(list(query_terms))]
+
+
 class SearchPipeline:
     """Runs a query against a palace's ledger and indexes.
 
     Args:
-        ledger: Where drawers are read from.
+        ledger: Where drawers and closets are read from.
         indexes: The vector indexes (with their exact fallback).
         embed_query: Turns the query into a vector.
-        config: Over-fetch and limits.
+        config: Every weight, boost and limit of the stages.
     """
 
     def __init__(
@@ -63,23 +104,204 @@ class SearchPipeline:
         self._indexes = indexes
         self._embed_query = embed_query
         self._config = config
+        self._term_cache: dict[tuple[str, str], list[str]] = {}
+
+    @property
+    def config(self) -> SearchConfig:
+        return self._config
 
     def candidates(self, k: int) -> int:
         """How many vector candidates a query for ``k`` hits fetches."""
         return max(k * self._config.overfetch, self._config.min_candidates)
+
+    def _terms(self, text: str) -> list[str]:
+        return terms(text, stop_words=self._config.stop_words, stemming=self._config.stemming)
+
+    def _drawer_terms(self, drawer: Drawer) -> list[str]:
+        key = (drawer.id, drawer.text)
+        cached = self._term_cache.get(key)
+        if cached is None:
+            if len(self._term_cache) > 50_000:
+                self._term_cache.clear()
+            cached = self._term_cache[key] = self._terms(drawer.text)
+        return cached
+
+    # -- stages -------------------------------------------------------------------------
+
+    def _lexical(self, query: str, where: Filter) -> list[str]:
+        words = list(dict.fromkeys(terms(query, stemming=False)))[:MAX_QUERY_TERMS]
+        if not self._config.lexical or not words:
+            return []
+        found = self._ledger.lexical(
+            " ".join(words), where=where, limit=self._config.lexical_candidates
+        )
+        return [drawer_id for drawer_id, _ in found]
+
+    def _closet_boosts(
+        self, vector: npt.NDArray[np.float32], query_terms: set[str], where: Filter
+    ) -> dict[str, float]:
+        """Boost of each drawer the best closets point to (after drawer-grep).
+
+        Never raises: a closet stage that fails is logged and contributes nothing.
+        """
+        boosts = self._config.closet_boosts
+        if not self._config.closets or not boosts:
+            return {}
+        try:
+            return self._closet_boosts_unsafe(vector, query_terms, where, boosts)
+        except Exception as exc:  # signal, not gate: search goes on without closets
+            log.warning("the closet stage failed and was skipped (%s: %s)", type(exc).__name__, exc)
+            return {}
+
+    def _closet_boosts_unsafe(
+        self,
+        vector: npt.NDArray[np.float32],
+        query_terms: set[str],
+        where: Filter,
+        boosts: Sequence[float],
+    ) -> dict[str, float]:
+        closet_where = Filter(wing=where.wing, room=where.room, user_id=where.user_id)
+        matches = self._indexes.query(
+            "closets", vector=vector, k=self._config.closet_candidates, where=closet_where
+        )
+        if not matches:
+            return {}
+        pointers = self._ledger.closet_pointers([m.id for m in matches])
+        ranked = [m for m in matches if pointers.get(m.id)][: len(boosts)]
+        out: dict[str, float] = {}
+        for rank, match in enumerate(ranked):
+            targets = pointers[match.id]
+            if self._config.grep:
+                targets = self._grep(targets, vector, query_terms, where)
+            for drawer_id in targets:
+                out[drawer_id] = max(out.get(drawer_id, 0.0), boosts[rank])
+        return out
+
+    def _grep(
+        self,
+        pointed: Sequence[str],
+        vector: npt.NDArray[np.float32],
+        query_terms: set[str],
+        where: Filter,
+    ) -> list[str]:
+        """The chunk (of the closet, or of its source) with the most query terms.
+
+        Ties go to the chunk nearest the query vector. With ``grep_neighbours`` the chunks
+        either side of it in its source are returned too.
+        """
+        drawers = [d for d in self._ledger.get_drawers(pointed) if where.matches(d)]
+        if not drawers:
+            return []
+        first = drawers[0]
+        neighbours = self._config.grep_neighbours
+        source: list[Drawer] = []
+        if self._config.grep_scope == "source" or neighbours:
+            source = self._ledger.source_drawers(wing=first.wing, source=first.source, where=where)
+        pool = source if self._config.grep_scope == "source" and source else drawers
+        vectors = self._ledger.drawer_vectors([d.id for d in pool])
+        query = np.asarray(vector, dtype=np.float32)
+
+        def key(drawer: Drawer) -> tuple[int, float, str]:
+            hits = len(query_terms.intersection(self._drawer_terms(drawer)))
+            sim = float(vectors[drawer.id] @ query) if drawer.id in vectors else -1.0
+            return (-hits, -sim, drawer.id)
+
+        best = min(pool, key=key)
+        if not neighbours:
+            return [best.id]
+        index = best.chunk_index
+        return [d.id for d in source if abs(d.chunk_index - index) <= neighbours] or [best.id]
+
+    def _similarities(
+        self, ids: Iterable[str], vector: npt.NDArray[np.float32], known: dict[str, float]
+    ) -> dict[str, float]:
+        missing = [i for i in ids if i not in known]
+        out = dict(known)
+        if missing:
+            query = np.asarray(vector, dtype=np.float32)
+            for drawer_id, stored in self._ledger.drawer_vectors(missing).items():
+                out[drawer_id] = float(stored @ query)
+        return out
+
+    def _fuse(
+        self, sims: dict[str, float], bm25: dict[str, float]
+    ) -> dict[str, tuple[float, float]]:
+        cfg = self._config
+        if cfg.fusion == "rrf":
+            return fusion.reciprocal_rank(
+                sims,
+                bm25,
+                vector_weight=cfg.vector_weight,
+                bm25_weight=cfg.bm25_weight,
+                k=cfg.rrf_k,
+            )
+        return fusion.weighted(
+            sims,
+            bm25,
+            vector_weight=cfg.vector_weight,
+            bm25_weight=cfg.bm25_weight,
+            method=cfg.normalisation,
+        )
+
+    def _neighbours(self, drawers: Sequence[Drawer], base: dict[str, float]) -> dict[str, float]:
+        """A share of the best adjacent candidate chunk's score (same wing and source)."""
+        weight = self._config.neighbour_weight
+        if weight <= 0:
+            return {}
+        position = {(d.wing, d.source, d.chunk_index): d.id for d in drawers}
+        out = {}
+        for d in drawers:
+            near = [
+                base[position[(d.wing, d.source, d.chunk_index + step)]]
+                for step in (-1, 1)
+                if (d.wing, d.source, d.chunk_index + step) in position
+            ]
+            if near:
+                out[d.id] = weight * max(near)
+        return out
+
+    # -- the pipeline -------------------------------------------------------------------
 
     def run(self, query: str, *, k: int, where: Filter) -> list[Hit]:
         """The ``k`` best hits for ``query`` among the drawers that pass ``where``."""
         check_query(query, k, max_chars=self._config.max_query_chars)
         vector = self._embed_query(query)
         matches = self._indexes.query("drawers", vector=vector, k=self.candidates(k), where=where)
-        drawers = {d.id: d for d in self._ledger.get_drawers([m.id for m in matches])}
+        query_terms = list(dict.fromkeys(self._terms(query)))[:MAX_QUERY_TERMS]
+        boosts = self._closet_boosts(vector, set(query_terms), where)
+        ids = list(
+            dict.fromkeys([m.id for m in matches] + self._lexical(query, where) + list(boosts))
+        )
+        drawers = [d for d in self._ledger.get_drawers(ids) if where.matches(d)]
+        sims = self._similarities(
+            [d.id for d in drawers], vector, {m.id: m.similarity for m in matches}
+        )
+        drawers = [d for d in drawers if d.id in sims]  # a drawer with no vector: not yet
+        if not drawers:
+            return []
+        raw_bm25 = bm25_scores(
+            query_terms,
+            [self._drawer_terms(d) for d in drawers],
+            k1=self._config.bm25_k1,
+            b=self._config.bm25_b,
+        )
+        bm25 = {d.id: s for d, s in zip(drawers, raw_bm25, strict=True)}
+        parts = self._fuse({d.id: sims[d.id] for d in drawers}, bm25)
+        base = {i: v + b + boosts.get(i, 0.0) for i, (v, b) in parts.items()}
+        smoothing = self._neighbours(drawers, base)
         hits = []
-        for match in matches:
-            drawer = drawers.get(match.id)
-            if drawer is None or not where.matches(drawer):
-                continue  # an index entry the ledger no longer holds: never shown
-            scores = {"vector": match.similarity, "final": match.similarity}
-            hits.append(Hit(drawer=drawer, score=match.similarity, scores=scores))
+        for drawer in drawers:
+            vector_part, bm25_part = parts[drawer.id]
+            final = base[drawer.id] + smoothing.get(drawer.id, 0.0)
+            scores = {
+                "vector": sims[drawer.id],
+                "bm25": bm25[drawer.id],
+                "vector_part": vector_part,
+                "bm25_part": bm25_part,
+                "closet": boosts.get(drawer.id, 0.0),
+                "neighbours": smoothing.get(drawer.id, 0.0),
+                "final": final,
+            }
+            hits.append(Hit(drawer=drawer, score=final, scores=scores))
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits[:k]

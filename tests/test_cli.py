@@ -89,7 +89,7 @@ def test_reindex_brings_back_a_deleted_chroma_index(tmp_path: Path, corpus: Path
 
     code, out, _ = run(palace, "reindex")
     assert code == 0, out
-    assert "reindexed 2 vectors into chroma" in out
+    assert "reindexed 4 vectors into chroma" in out  # 2 drawers and their 2 closets
     code, out, _ = run(palace, "status", "--json")
     assert all(index["ok"] for index in json.loads(out)["indexes"])
 

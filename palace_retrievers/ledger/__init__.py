@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.records import Drawer, Filter
@@ -130,6 +131,43 @@ class Ledger(ABC):
     @abstractmethod
     def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
         """Full-text candidates ``(id, score)``, best first (higher score is better)."""
+
+    @abstractmethod
+    def drawer_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """The stored vectors of these drawers (drawers with none are left out)."""
+
+    @abstractmethod
+    def source_drawers(self, *, wing: str, source: str, where: Filter) -> list[Drawer]:
+        """The drawers of one source of a wing that pass ``where``, in chunk order."""
+
+    @abstractmethod
+    def replace_closets(
+        self,
+        closets: Sequence[Closet],
+        vectors: Vectors,
+        *,
+        model: str,
+        drawer_ids: Sequence[str],
+    ) -> list[str]:
+        """File ``closets`` in one transaction, first removing every closet that points
+        to one of ``drawer_ids`` and every closet left pointing to nothing; returns the
+        ids removed and not filed again."""
+
+    @abstractmethod
+    def prune_closets(self) -> list[str]:
+        """Delete the closets that point to no drawer any more; returns their ids."""
+
+    @abstractmethod
+    def closet_pointers(self, ids: Sequence[str]) -> dict[str, list[str]]:
+        """The drawer ids each of these closets points to."""
+
+    @abstractmethod
+    def iter_closets(self, *, batch_size: int = 256) -> Iterator[list[Closet]]:
+        """Every closet, in batches, in a stable order."""
+
+    @abstractmethod
+    def set_closet_vectors(self, ids: Sequence[str], vectors: Vectors, *, model: str) -> None:
+        """Replace the stored vectors of these closets (used when re-embedding)."""
 
     @abstractmethod
     def stats(self) -> LedgerStats:

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import SchemaError
 from palace_retrievers.index import IndexEntry
@@ -406,6 +408,161 @@ class SQLiteLedger(Ledger):
             for drawer_id, score in rows:
                 scores[drawer_id] = scores.get(drawer_id, 0.0) + float(score)
         return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+    # -- search support -----------------------------------------------------------------
+
+    def drawer_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        out = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for drawer_id, blob in self._read(
+                f"SELECT id, embedding FROM drawers WHERE id IN ({marks}) "
+                "AND embedding IS NOT NULL",
+                batch,
+            ):
+                out[drawer_id] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+        return out
+
+    def source_drawers(self, *, wing: str, source: str, where: Filter) -> list[Drawer]:
+        condition, params = where_sql(where)
+        rows = self._read(
+            f"SELECT {_DRAWER_COLUMNS} FROM drawers WHERE wing = ? AND source = ? "
+            f"AND {condition} ORDER BY chunk_index, id",
+            [wing, source, *params],
+        )
+        return [self._drawer(row) for row in rows]
+
+    # -- closets ------------------------------------------------------------------------
+
+    @staticmethod
+    def _orphans(db: sqlite3.Connection) -> list[str]:
+        return [
+            row[0]
+            for row in db.execute(
+                "SELECT id FROM closets c WHERE NOT EXISTS "
+                "(SELECT 1 FROM closet_drawers l WHERE l.closet_id = c.id)"
+            )
+        ]
+
+    def replace_closets(
+        self,
+        closets: Sequence[Closet],
+        vectors: Vectors,
+        *,
+        model: str,
+        drawer_ids: Sequence[str],
+    ) -> list[str]:
+        if len(closets) != len(vectors):
+            raise ValueError(f"{len(closets)} closets but {len(vectors)} vectors")
+        now = datetime.now(UTC)
+        removed: set[str] = set()
+        with self._write() as db:
+            unique = list(dict.fromkeys(drawer_ids))
+            for start in range(0, len(unique), 500):
+                batch = unique[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                removed.update(
+                    row[0]
+                    for row in db.execute(
+                        f"SELECT DISTINCT closet_id FROM closet_drawers "
+                        f"WHERE drawer_id IN ({marks})",
+                        batch,
+                    )
+                )
+            removed.update(self._orphans(db))
+            db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in sorted(removed)])
+            known = {
+                row[0]
+                for d in {i for c in closets for i in c.drawer_ids}
+                for row in db.execute("SELECT id FROM drawers WHERE id = ?", (d,))
+            }
+            for closet, vector in zip(closets, vectors, strict=True):
+                pointers = [i for i in closet.drawer_ids if i in known]
+                if not pointers:
+                    continue
+                db.execute(
+                    "INSERT INTO closets (id, line, wing, room, source_key, user_id, extractor, "
+                    "filed_at, ts, embedding, embedding_model) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                    "line = excluded.line, embedding = excluded.embedding, "
+                    "embedding_model = excluded.embedding_model",
+                    (
+                        closet.id,
+                        closet.line,
+                        closet.wing,
+                        closet.room,
+                        closet.source,
+                        closet.user_id or "",
+                        closet.extractor,
+                        _iso(now),
+                        now.timestamp(),
+                        np.asarray(vector, dtype="<f4").tobytes(),
+                        model,
+                    ),
+                )
+                db.executemany(
+                    "INSERT OR IGNORE INTO closet_drawers VALUES (?, ?)",
+                    [(closet.id, i) for i in pointers],
+                )
+                removed.discard(closet.id)
+        return sorted(removed)
+
+    def prune_closets(self) -> list[str]:
+        with self._write() as db:
+            orphans = self._orphans(db)
+            db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in orphans])
+        return orphans
+
+    def closet_pointers(self, ids: Sequence[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for closet_id, drawer_id in self._read(
+                f"SELECT l.closet_id, l.drawer_id FROM closet_drawers l "
+                f"JOIN drawers d ON d.id = l.drawer_id WHERE l.closet_id IN ({marks}) "
+                "ORDER BY l.closet_id, d.chunk_index, d.id",
+                batch,
+            ):
+                out.setdefault(closet_id, []).append(drawer_id)
+        return out
+
+    def iter_closets(self, *, batch_size: int = 256) -> Iterator[list[Closet]]:
+        last = 0
+        while rows := self._read(
+            "SELECT rowid, id, line, wing, room, coalesce(source_key, ''), user_id, extractor "
+            "FROM closets WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, batch_size),
+        ):
+            last = rows[-1][0]
+            pointers = self.closet_pointers([r[1] for r in rows])
+            yield [
+                Closet(
+                    id=r[1],
+                    line=r[2],
+                    text=r[2].rsplit("|", 1)[0],
+                    wing=r[3],
+                    room=r[4],
+                    source=r[5],
+                    user_id=r[6] or None,
+                    extractor=r[7],
+                    drawer_ids=tuple(pointers.get(r[1], ())),
+                )
+                for r in rows
+            ]
+
+    def set_closet_vectors(self, ids: Sequence[str], vectors: Vectors, *, model: str) -> None:
+        with self._write() as db:
+            db.executemany(
+                "UPDATE closets SET embedding = ?, embedding_model = ? WHERE id = ?",
+                [
+                    (np.asarray(v, dtype="<f4").tobytes(), model, i)
+                    for i, v in zip(ids, vectors, strict=True)
+                ],
+            )
 
     # -- status -------------------------------------------------------------------------
 

@@ -1,0 +1,163 @@
+"""Closets: compact pointer lines ``topic|entities|→drawer_ids`` built at mine time.
+
+A closet extractor plugin (``palace_register_closet_extractors``) registers a factory
+that takes its options table and returns a :class:`ClosetExtractor`. The palace hands it
+the drawers of one source, a few consecutive chunks at a time, and files each
+:class:`ClosetEntry` it returns as a :class:`Closet`: one line, at most 1,500 characters,
+embedded into the ``closets`` collection. At search time the best closets raise the rank
+of the drawers they point to; they never hide a drawer (see :mod:`palace_retrievers.search`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from palace_retrievers.errors import PluginError
+from palace_retrievers.ids import digest
+from palace_retrievers.records import Drawer
+
+#: The longest closet line the ledger accepts.
+MAX_CLOSET_CHARS = 1500
+_ARROW = "→"
+
+
+@dataclass(frozen=True, slots=True)
+class ClosetEntry:
+    """What an extractor finds in some drawers: a topic and the entities named.
+
+    Attributes:
+        topic: A few words saying what the drawers are about (a header, key words).
+        entities: Names, dates, quoted phrases, action phrases; most telling first.
+        drawer_ids: The drawers the entry points to (a subset of those given).
+    """
+
+    topic: str
+    entities: tuple[str, ...]
+    drawer_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Closet:
+    """A filed closet: its line, where it lives, and the drawers it points to.
+
+    Attributes:
+        id: Deterministic id from the wing, source, line and drawer ids.
+        line: ``topic|entity; entity; ...|→id,id`` (at most :data:`MAX_CLOSET_CHARS`).
+        text: The part that is embedded: ``topic|entities`` (no drawer ids).
+        wing, room, source, user_id: As on its drawers.
+        extractor: Name of the extractor plugin that made it.
+        drawer_ids: The drawers it points to.
+    """
+
+    id: str
+    line: str
+    text: str
+    wing: str
+    room: str
+    source: str
+    user_id: str | None
+    extractor: str
+    drawer_ids: tuple[str, ...]
+
+
+class ClosetExtractor(ABC):
+    """Finds topics and entities in drawers. Deterministic: same drawers, same entries."""
+
+    @abstractmethod
+    def extract(self, *, drawers: Sequence[Drawer]) -> list[ClosetEntry]:
+        """Entries for ``drawers`` (consecutive chunks of one source), in any number."""
+
+
+ClosetExtractorFactory = Callable[[Mapping[str, Any]], ClosetExtractor]
+"""``factory(options) -> ClosetExtractor``."""
+
+
+def render_line(entry: ClosetEntry, *, max_chars: int = MAX_CLOSET_CHARS) -> tuple[str, str]:
+    """The closet line and its embedded text for ``entry``, cut to ``max_chars``.
+
+    Entities are dropped from the end until the line fits; the topic is cut last. A line
+    always keeps every drawer id: an entry pointing to more ids than fit is an error.
+
+    Raises:
+        PluginError: the drawer ids alone do not fit in ``max_chars``.
+    """
+    topic = " ".join(entry.topic.replace("|", " ").split())
+    pointer = _ARROW + ",".join(entry.drawer_ids)
+    room = max_chars - len(pointer) - 2
+    if room < 0:
+        raise PluginError(
+            f"a closet pointing to {len(entry.drawer_ids)} drawers does not fit in "
+            f"{max_chars} characters; lower closets.drawers_per_closet"
+        )
+    topic = topic[:room]
+    entities: list[str] = []
+    used = len(topic)
+    for entity in entry.entities:
+        clean = " ".join(entity.replace("|", " ").replace(";", ",").split())
+        extra = len(clean) + (2 if entities else 0)
+        if not clean or used + extra > room:
+            continue
+        entities.append(clean)
+        used += extra
+    text = f"{topic}|{'; '.join(entities)}"
+    return f"{text}|{pointer}", text
+
+
+def _runs(drawers: Sequence[Drawer], size: int) -> Iterator[list[Drawer]]:
+    """Drawers grouped by (wing, source, owner), in chunk order, cut into runs of ``size``."""
+    groups: dict[tuple[str, str, str], list[Drawer]] = {}
+    for drawer in drawers:
+        groups.setdefault((drawer.wing, drawer.source, drawer.user_id or ""), []).append(drawer)
+    for group in groups.values():
+        group.sort(key=lambda d: (d.chunk_index, d.id))
+        for start in range(0, len(group), size):
+            yield group[start : start + size]
+
+
+def build_closets(
+    drawers: Sequence[Drawer],
+    *,
+    extractor: ClosetExtractor,
+    extractor_name: str,
+    drawers_per_closet: int,
+    max_chars: int = MAX_CLOSET_CHARS,
+) -> list[Closet]:
+    """The closets of ``drawers``: the extractor is run on runs of consecutive chunks.
+
+    Raises:
+        PluginError: the extractor raised, or pointed to a drawer it was not given.
+    """
+    closets: dict[str, Closet] = {}
+    for run in _runs(drawers, drawers_per_closet):
+        given = {d.id for d in run}
+        try:
+            entries = extractor.extract(drawers=run)
+        except Exception as exc:
+            raise PluginError(
+                f"closet extractor {extractor_name!r} raised: {type(exc).__name__}: {exc}"
+            ) from exc
+        first = run[0]
+        for entry in entries:
+            if not entry.drawer_ids or not set(entry.drawer_ids) <= given:
+                raise PluginError(
+                    f"closet extractor {extractor_name!r} pointed to drawers it was not given"
+                )
+            if not entry.topic.strip() and not entry.entities:
+                continue
+            line, text = render_line(entry, max_chars=max_chars)
+            closet_id = "c_" + digest(first.wing, first.source, first.user_id or "", line)
+            closets[closet_id] = Closet(
+                id=closet_id,
+                line=line,
+                text=text,
+                wing=first.wing,
+                room=first.room,
+                source=first.source,
+                user_id=first.user_id,
+                extractor=extractor_name,
+                drawer_ids=tuple(entry.drawer_ids),
+            )
+    return list(closets.values())
