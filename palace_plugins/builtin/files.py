@@ -78,6 +78,8 @@ class FilesSource(Source):
             _read_file(path, limit=self._limit, room=DEFAULT_ROOM)  # fail early, clearly
             yield self._entry(path, path.name, DEFAULT_ROOM)
             return
+        if not path.is_dir():
+            raise SourceError(f"cannot mine {path}: not a regular file or a directory")
         ignored = _gitignore(path)
         for folder, dirs, files in os.walk(path, followlinks=False):
             here = Path(folder)
