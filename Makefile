@@ -16,10 +16,14 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 .PHONY: install test lint demo clean
 
-$(STAMP): pyproject.toml Makefile
+# The integrations install from their own folders, as their users install them, in the
+# same pip call as the engine so that their dependency on palace-retrievers is this tree.
+INTEGRATIONS := integrations/langchain-palace
+
+$(STAMP): pyproject.toml Makefile $(INTEGRATIONS:%=%/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev]"
+	$(PIP) install --quiet -e ".[dev]" $(INTEGRATIONS:%=-e "%[test]")
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,9 +32,12 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	for dir in $(INTEGRATIONS); do (cd $$dir && $(CURDIR)/$(BIN)/mypy) || exit 1; done
 
+# Each integration's tests run with that package's own pytest settings (asyncio_mode = auto).
 test: lint
 	$(BIN)/python -m pytest -q
+	for dir in $(INTEGRATIONS); do $(BIN)/python -m pytest -q $$dir || exit 1; done
 
 demo: install
 	$(BIN)/python examples/demo.py

@@ -1,0 +1,103 @@
+"""``PalaceMemoryTool``: an agent recalls memories by searching the palace."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForToolRun,
+    CallbackManagerForToolRun,
+)
+from langchain_core.documents import Document
+from langchain_core.tools import BaseTool
+from palace_retrievers import Hit, Palace
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from langchain_palace.documents import hit_document
+from langchain_palace.retrievers import open_palace
+
+
+class RecallInput(BaseModel):
+    """What the model passes to the tool."""
+
+    query: str = Field(description="What to recall, in plain words.")
+    k: int | None = Field(default=None, gt=0, le=50, description="How many memories.")
+    wing: str | None = Field(default=None, description="Only this wing (person or project).")
+    room: str | None = Field(default=None, description="Only this room (topic).")
+
+
+class PalaceMemoryTool(BaseTool):
+    """Search the palace as a tool, so that an agent can recall what it was told.
+
+    The tool answers with the memories as numbered lines (text, wing/room and source)
+    and, as its artifact, the hits as ``Document`` objects (see
+    :class:`~langchain_palace.PalaceRetriever` for their metadata).
+
+    ``user_id`` is fixed when the tool is built and is not an argument the model can
+    set: an agent recalls only the memories of the user it serves.
+
+    Args:
+        palace: An open :class:`~palace_retrievers.Palace`, or the path of one.
+        user_id: Whose memories to search (``None``: unowned drawers only).
+        k: How many memories to return when the model does not say.
+        wing: Only this wing, unless the model names one.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = "recall_memory"
+    description: str = (
+        "Search long-term memory (notes, past conversations, decisions) for what is "
+        "relevant to a question. Input: what to recall, in plain words."
+    )
+    args_schema: type[BaseModel] = RecallInput
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
+
+    palace: Palace
+    user_id: str | None = None
+    k: int = Field(default=5, gt=0)
+    wing: str | None = None
+
+    @field_validator("palace", mode="before")
+    @classmethod
+    def open_palace_path(cls, value: Any) -> Any:
+        """Open the palace when a path is given."""
+        return open_palace(value)
+
+    def _recall(
+        self, query: str, k: int | None, wing: str | None, room: str | None
+    ) -> tuple[str, list[Document]]:
+        hits = self.palace.search(
+            query, k=k or self.k, wing=wing or self.wing, room=room, user_id=self.user_id
+        )
+        return _format(hits), [hit_document(hit) for hit in hits]
+
+    def _run(
+        self,
+        query: str,
+        k: int | None = None,
+        wing: str | None = None,
+        room: str | None = None,
+        run_manager: CallbackManagerForToolRun | None = None,
+    ) -> tuple[str, list[Document]]:
+        return self._recall(query, k, wing, room)
+
+    async def _arun(
+        self,
+        query: str,
+        k: int | None = None,
+        wing: str | None = None,
+        room: str | None = None,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+    ) -> tuple[str, list[Document]]:
+        return await asyncio.to_thread(self._recall, query, k, wing, room)
+
+
+def _format(hits: list[Hit]) -> str:
+    if not hits:
+        return "No memory matches."
+    lines = []
+    for number, hit in enumerate(hits, 1):
+        lines.append(f"[{number}] ({hit.wing}/{hit.room}, {hit.source}) {hit.text.strip()}")
+    return "\n".join(lines)
