@@ -1,9 +1,11 @@
 """The ``files`` source: plain text, markdown and code files, one file or a whole tree.
 
-A tree is walked in sorted order without following symlinks; hidden directories, the
-usual dependency and build folders, and whatever the root's ``.gitignore`` names are
-left out. A file with a NUL byte in its first 8 KiB is binary and skipped, as is a file
-over ``max_file_bytes``. Text is decoded as UTF-8 with undecodable bytes replaced. The
+A tree is walked as :func:`palace_plugins.builtin.tree.walk` does: sorted, without
+following symlinks, leaving out hidden files and folders, the usual dependency and build
+folders, and whatever the root's or a nested ``.gitignore`` names. A file with a NUL byte
+in its first 8 KiB is binary and skipped, as is a file over ``max_file_bytes`` (checked
+before reading, and again while reading, so a file that grows meanwhile is never loaded
+whole). Text is decoded as UTF-8 with undecodable bytes replaced. The
 room of a file is the first folder of its path under the root (``general`` at the top).
 """
 
@@ -15,13 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from palace_plugins.builtin.tree import walk
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
 
-SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", ".venv", "dist", "build"})
 _BINARY_TYPES = (
     "png jpg jpeg gif webp ico pdf zip gz tgz bz2 xz 7z tar jar whl so dylib dll exe "
     "bin o a pyc class mp3 mp4 wav mov avi sqlite sqlite3 db woff woff2 ttf otf "
@@ -36,7 +38,10 @@ def _read_file(path: Path, *, limit: int, room: str) -> SourceDocument:
         size = path.stat().st_size
         if size > limit:
             raise SourceError(f"{path} is {size} bytes, over the {limit}-byte limit")
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise SourceError(f"{path} grew over the {limit}-byte limit while being read")
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
     if b"\x00" in data[:8192]:
@@ -80,41 +85,16 @@ class FilesSource(Source):
             return
         if not path.is_dir():
             raise SourceError(f"cannot mine {path}: not a regular file or a directory")
-        ignored = _gitignore(path)
-        for folder, dirs, files in os.walk(path, followlinks=False):
-            here = Path(folder)
-            dirs[:] = sorted(
-                d
-                for d in dirs
-                if not d.startswith(".")
-                and d not in SKIP_DIRS
-                and not (
-                    ignored and ignored.match_file((here / d).relative_to(path).as_posix() + "/")
-                )
-            )
-            for name in sorted(files):
-                file = here / name
-                rel = file.relative_to(path).as_posix()
-                if name.startswith(".") or (ignored and ignored.match_file(rel)):
-                    continue
-                if file.is_symlink() or not file.is_file():
-                    yield Skipped(str(file), "not a regular file")
-                elif file.suffix.lower() in BINARY_SUFFIXES:
-                    yield Skipped(str(file), "binary file type")
-                else:
-                    parts = Path(rel).parts
-                    yield self._entry(file, rel, parts[0] if len(parts) > 1 else DEFAULT_ROOM)
-
-
-def _gitignore(root: Path) -> Any:
-    """The root's ``.gitignore`` as a pathspec matcher, or ``None``."""
-    ignore = root / ".gitignore"
-    if not ignore.is_file():
-        return None
-    import pathspec
-
-    lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+        for found in walk(path):
+            if isinstance(found, Skipped):
+                yield found
+                continue
+            rel = found.relative_to(path).as_posix()
+            if found.suffix.lower() in BINARY_SUFFIXES:
+                yield Skipped(str(found), "binary file type")
+            else:
+                parts = Path(rel).parts
+                yield self._entry(found, rel, parts[0] if len(parts) > 1 else DEFAULT_ROOM)
 
 
 @hookimpl(trylast=True)
