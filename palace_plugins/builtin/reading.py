@@ -1,0 +1,167 @@
+"""Reading raw exports tolerantly: bytes to text, JSON and JSONL records, bad records.
+
+Real exports are messy: a line cut in half by a crash, a file saved as Latin-1, a JSON
+array truncated by an interrupted unzip. The sources read them with the functions here so
+that one bad record never costs the good ones:
+
+- :func:`decode` turns bytes into text, honouring a UTF-8 or UTF-16 byte-order mark and
+  replacing undecodable bytes (U+FFFD) rather than failing.
+- :func:`jsonl_records` yields each JSON object of a JSONL file with its line number; a
+  malformed line is noted in :class:`Problems` as ``file:line`` and the rest is read.
+- :func:`array_items` yields the items of a top-level JSON array one by one, so a file
+  truncated or corrupted half-way still gives every item before the damage.
+
+:class:`Problems` collects those notes while an entry is read; :func:`reported` makes a
+source's ``scan`` yield them as :class:`~palace_retrievers.sources.Skipped` notes right
+after the entry they came from, so they reach the mine report without any change to the
+miner. Each note is also logged as a warning.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from palace_retrievers.errors import SourceError
+from palace_retrievers.sources import Skipped, SourceEntry
+
+log = logging.getLogger(__name__)
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def decode(data: bytes) -> str:
+    """``data`` as text: UTF-8 (or UTF-16 with a byte-order mark), bad bytes replaced."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, errors="replace")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``.
+
+    Raises:
+        SourceError: the file cannot be read.
+    """
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+class Problems:
+    """Bad records found while reading, waiting to be reported as ``Skipped`` notes."""
+
+    def __init__(self) -> None:
+        self._pending: list[Skipped] = []
+
+    def add(self, location: str, reason: str) -> None:
+        """Note that the record at ``location`` (e.g. ``file:line``) was passed over."""
+        log.warning("%s: %s", location, reason)
+        self._pending.append(Skipped(location, reason))
+
+    def drain(self) -> list[Skipped]:
+        """The notes gathered since the last drain."""
+        pending, self._pending = self._pending, []
+        return pending
+
+
+def reported(
+    entries: Iterable[SourceEntry | Skipped], problems: Problems
+) -> Iterator[SourceEntry | Skipped]:
+    """``entries``, each followed by the problems found since (e.g. while it was read).
+
+    The miner reads an entry before it asks for the next one, so the notes of an entry
+    follow it; whatever is still pending when the entries end is yielded last.
+    """
+    for entry in entries:
+        yield from problems.drain()
+        yield entry
+    yield from problems.drain()
+
+
+def jsonl_records(
+    data: bytes, location: str, problems: Problems
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every JSON object of a JSONL file, with its 1-based line number.
+
+    Blank lines are ignored. A line that is not valid JSON, or not a JSON object, is
+    noted as ``location:line`` in ``problems`` and skipped.
+    """
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        lines: Iterable[str] = decode(data).split("\n")
+    else:
+        lines = (decode(raw) for raw in data.splitlines())
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.add(
+                f"{location}:{number}", f"malformed JSON line ({exc.msg}, column {exc.colno})"
+            )
+            continue
+        if not isinstance(record, dict):
+            problems.add(f"{location}:{number}", "not a JSON object")
+            continue
+        yield number, record
+
+
+def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[int, Any]]:
+    """The items of the JSON array ``text``, with their 0-based index, one at a time.
+
+    Raises:
+        SourceError: ``text`` is not a JSON array at all.
+
+    Damage part-way (a truncated file, a stray character) is noted in ``problems`` with
+    its line and column; the items before it are still yielded.
+    """
+    decoder = json.JSONDecoder()
+    at = _skip_space(text, 0)
+    if at >= len(text) or text[at] != "[":
+        what = "an empty file" if at >= len(text) else f"{text[at]!r} at the start"
+        raise SourceError(f"{location} is not a JSON array ({what})")
+    at = _skip_space(text, at + 1)
+    index = 0
+    if at < len(text) and text[at] == "]":
+        return
+    while True:
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            problems.add(
+                f"{location}:{exc.lineno}:{exc.colno}",
+                f"malformed JSON ({exc.msg}); item {index} and everything after it skipped",
+            )
+            return
+        yield index, item
+        index += 1
+        at = _skip_space(text, at)
+        if at < len(text) and text[at] == ",":
+            at = _skip_space(text, at + 1)
+            continue
+        if at < len(text) and text[at] == "]":
+            return
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        problems.add(
+            f"{location}:{line}:{column}",
+            f"malformed JSON (expected ',' or ']'); everything after item {index - 1} skipped",
+        )
+        return
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
