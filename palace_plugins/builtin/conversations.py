@@ -148,8 +148,8 @@ def render(turns: Sequence[Turn]) -> str:
 
 
 def note(label: str, text: str) -> str:
-    """``[label] text``, cut to :data:`NOTE_CHARS` characters (a tool call or result)."""
-    line = f"[{label}] {text.strip()}"
+    """``[label] text`` on one line (white space collapsed), cut to :data:`NOTE_CHARS`."""
+    line = f"[{label}] {' '.join(text.split())}"
     return line if len(line) <= NOTE_CHARS else line[: NOTE_CHARS - 1].rstrip() + "…"
 
 
