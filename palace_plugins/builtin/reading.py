@@ -63,11 +63,14 @@ class Problems:
 
     def __init__(self) -> None:
         self._pending: list[Skipped] = []
+        self.total = 0
+        """How many problems were noted, drained or not."""
 
     def add(self, location: str, reason: str) -> None:
         """Note that the record at ``location`` (e.g. ``file:line``) was passed over."""
         log.warning("%s: %s", location, reason)
         self._pending.append(Skipped(location, reason))
+        self.total += 1
 
     def drain(self) -> list[Skipped]:
         """The notes gathered since the last drain."""
@@ -117,8 +120,10 @@ def jsonl_records(
         yield number, record
 
 
-def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[int, Any]]:
-    """The items of the JSON array ``text``, with their 0-based index, one at a time.
+def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[int, int, Any]]:
+    """The items of the JSON array ``text`` as ``(index, line, item)``, one at a time.
+
+    ``index`` counts from 0; ``line`` is the 1-based line where the item starts.
 
     Raises:
         SourceError: ``text`` is not a JSON array at all.
@@ -132,10 +137,13 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[
         what = "an empty file" if at >= len(text) else f"{text[at]!r} at the start"
         raise SourceError(f"{location} is not a JSON array ({what})")
     at = _skip_space(text, at + 1)
+    line, counted = 1, 0  # the line of position `counted`, kept up to date as we go
     index = 0
     if at < len(text) and text[at] == "]":
         return
     while True:
+        line += text.count("\n", counted, at)
+        counted = at
         try:
             item, at = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
@@ -144,7 +152,7 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[
                 f"malformed JSON ({exc.msg}); item {index} and everything after it skipped",
             )
             return
-        yield index, item
+        yield index, line, item
         index += 1
         at = _skip_space(text, at)
         if at < len(text) and text[at] == ",":
@@ -152,7 +160,7 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[
             continue
         if at < len(text) and text[at] == "]":
             return
-        line = text.count("\n", 0, at) + 1
+        line += text.count("\n", counted, at)
         column = at - (text.rfind("\n", 0, at) + 1) + 1
         problems.add(
             f"{location}:{line}:{column}",
