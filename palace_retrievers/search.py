@@ -28,6 +28,7 @@ No stage removes a vector candidate; each can only add candidates or raise score
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -69,16 +70,26 @@ def check_query(query: object, k: object, *, max_chars: int) -> str:
     return query
 
 
+class _PositiveIdfBM25(BM25Okapi):  # type: ignore[misc]
+    """Okapi BM25 with Lucene's idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``: always
+    positive, so a term found in half of a small candidate set still counts."""
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        n = self.corpus_size
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in nd.items()}
+        self.average_idf = sum(self.idf.values()) / max(len(self.idf), 1)
+
+
 def bm25_scores(
     query_terms: Sequence[str], documents: Sequence[Sequence[str]], *, k1: float, b: float
 ) -> list[float]:
-    """BM25 (Okapi, rank-bm25) of each tokenised document for ``query_terms``.
+    """BM25 (rank-bm25's Okapi, Lucene idf) of each tokenised document for ``query_terms``.
 
     The statistics (idf, average length) are those of ``documents``: the candidate set.
     """
     if not documents or not query_terms or not any(documents):
         return [0.0] * len(documents)
-    model = BM25Okapi([list(d) or [""] for d in documents], k1=k1, b=b)
+    model = _PositiveIdfBM25([list(d) or [""] for d in documents], k1=k1, b=b)
     return [max(0.0, float(s)) for s in model.get_scores(list(query_terms))]
 
 

@@ -39,7 +39,7 @@ _DATE = re.compile(
     r"|\d{2,4}年(?:\d{1,2}月)?(?:\d{1,2}[日号])?|\d{1,2}月\d{1,2}[日号]"
     r"|\b(?:19|20)\d{2}\b"
 )
-_PROPER = re.compile(r"\b[A-Z][\w'’&.-]*(?:\s+(?:of|de|van|von|the)?\s*[A-Z][\w'’&.-]*)*")
+_PROPER = re.compile(r"\b[A-Z][\w'’&-]*(?:[ \t]+(?:of|de|van|von|the)?[ \t]*[A-Z][\w'’&-]*)*")
 _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,9}\b")
 _NUMBER = re.compile(
     r"\b\d+(?:[.,]\d+)?\s*(?:%|percent|km|kg|miles?|hours?|days?|weeks?|months?|years?|"

@@ -1,0 +1,283 @@
+"""Retrieval recall on LoCoMo (Maharana et al. 2024): the palace against plain baselines.
+
+Each conversation is its own wing of one palace; each turn is one drawer,
+``"[<session date>] <speaker>: <text>"``, added with ``Palace.add_texts`` and found with
+``Palace.search`` (the public API every integration calls). Questions of categories 1-4
+are asked against their own conversation. In the same run, on the same drawers: plain
+vector search (cosine over the same MiniLM vectors, exact) and plain BM25 (rank-bm25 over
+lower-cased words, no stop words or stemming).
+
+Results are printed, never asserted. The data set is CC BY-NC 4.0: it is read from
+``--data`` and never copied into the project.
+
+    .venv/bin/python benchmarks/locomo.py --data ../shared/data/locomo/locomo_dev.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+
+from palace_retrievers import Palace
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10)
+CURVE_K = 50
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class Question:
+    wing: str
+    text: str
+    category: int
+    gold: set[str]  # drawer ids
+
+
+@dataclass
+class System:
+    name: str
+    rankings: list[list[str]] = field(default_factory=list)  # per question, CURVE_K ids
+    latencies: list[float] = field(default_factory=list)
+
+
+def turn_id(wing: str, session: int, turn: int) -> str:
+    return f"{wing}:D{session}:{turn}"
+
+
+def session_of(drawer_id: str) -> str:
+    return drawer_id.rsplit(":", 1)[0]
+
+
+def load(path: Path) -> tuple[dict[str, list[tuple[str, str, int]]], list[Question]]:
+    """Turns per wing ``(id, text, position)`` and the questions of categories 1-4."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    wings: dict[str, list[tuple[str, str, int]]] = {}
+    questions: list[Question] = []
+    for sample in data:
+        wing = sample["sample_id"]
+        conv = sample["conversation"]
+        turns: list[tuple[str, str, int]] = []
+        sessions = sorted(
+            int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
+        )
+        for number in sessions:
+            date = conv.get(f"session_{number}_date_time", "")
+            for position, turn in enumerate(conv[f"session_{number}"]):
+                match = _EVIDENCE.fullmatch(turn["dia_id"])
+                if match is None:
+                    continue
+                text = f"[{date}] {turn['speaker']}: {turn['text']}"
+                turns.append((turn_id(wing, number, int(match.group(2))), text, position))
+        wings[wing] = turns
+        known = {t[0] for t in turns}
+        for qa in sample["qa"]:
+            if qa.get("category") not in CATEGORIES:
+                continue
+            gold = {
+                turn_id(wing, int(s), int(t))
+                for e in qa.get("evidence", [])
+                for s, t in _EVIDENCE.findall(e)
+            } & known
+            if gold:
+                questions.append(Question(wing, str(qa["question"]), qa["category"], gold))
+    return wings, questions
+
+
+def index(palace: Palace, wings: dict[str, list[tuple[str, str, int]]]) -> float:
+    """Add every turn as a drawer; returns the seconds it took."""
+    start = time.perf_counter()
+    for wing, turns in wings.items():
+        palace.add_texts(
+            [text for _, text, _ in turns],
+            metadatas=[
+                {"wing": wing, "source": session_of(i), "chunk_index": position}
+                for i, _, position in turns
+            ],
+            ids=[i for i, _, _ in turns],
+        )
+    return time.perf_counter() - start
+
+
+def run_palace(palace: Palace, questions: Sequence[Question]) -> System:
+    system = System("palace")
+    for q in questions:
+        start = time.perf_counter()
+        top = palace.search(q.text, k=10, wing=q.wing)
+        system.latencies.append(time.perf_counter() - start)
+        curve = [h.id for h in palace.search(q.text, k=CURVE_K, wing=q.wing)]
+        ten = [h.id for h in top]
+        # The k=10 answer is what a user gets; the longer list only extends the curve.
+        system.rankings.append(ten + [i for i in curve if i not in ten])
+    return system
+
+
+def run_vector(
+    palace: Palace, wings: dict[str, list[tuple[str, str, int]]], questions: Sequence[Question]
+) -> System:
+    system = System("vector (MiniLM)")
+    tables = {}
+    for wing, turns in wings.items():
+        ids = [i for i, _, _ in turns]
+        stored = palace.ledger.drawer_vectors(ids)
+        tables[wing] = (ids, np.stack([stored[i] for i in ids]))
+    for q in questions:
+        start = time.perf_counter()
+        ids, matrix = tables[q.wing]
+        sims = matrix @ palace.embedder.embed_query(q.text)
+        order = np.argsort(-sims, kind="stable")[:CURVE_K]
+        system.rankings.append([ids[i] for i in order])
+        system.latencies.append(time.perf_counter() - start)
+    return system
+
+
+def run_bm25(wings: dict[str, list[tuple[str, str, int]]], questions: Sequence[Question]) -> System:
+    system = System("BM25")
+    models = {
+        wing: ([i for i, _, _ in turns], BM25Okapi([_WORD.findall(t.lower()) for _, t, _ in turns]))
+        for wing, turns in wings.items()
+    }
+    for q in questions:
+        start = time.perf_counter()
+        ids, model = models[q.wing]
+        scores = model.get_scores(_WORD.findall(q.text.lower()))
+        order = np.argsort(-scores, kind="stable")[:CURVE_K]
+        system.rankings.append([ids[i] for i in order])
+        system.latencies.append(time.perf_counter() - start)
+    return system
+
+
+def sessions(ranking: Sequence[str]) -> list[str]:
+    """Sessions ranked by their best turn."""
+    return list(dict.fromkeys(session_of(i) for i in ranking))
+
+
+def metrics(system: System, questions: Sequence[Question], k: int) -> dict[str, float]:
+    turn, every, session = [], [], []
+    for q, ranking in zip(questions, system.rankings, strict=True):
+        top = set(ranking[:k])
+        found = len(q.gold & top)
+        turn.append(found / len(q.gold))
+        every.append(float(found == len(q.gold)))
+        gold_sessions = {session_of(i) for i in q.gold}
+        ranked = set(sessions(ranking)[:k])
+        session.append(len(gold_sessions & ranked) / len(gold_sessions))
+    n = max(len(questions), 1)
+    return {"turn": sum(turn) / n, "all": sum(every) / n, "session": sum(session) / n}
+
+
+def report(systems: Sequence[System], questions: Sequence[Question], index_seconds: float) -> None:
+    print(f"\n{len(questions)} questions (categories 1-4), index time {index_seconds:.1f} s")
+    header = f"{'system':<18}" + "".join(
+        f"{f'{m}@{k}':>11}" for k in KS for m in ("turn R", "all", "sess R")
+    )
+    print(header + f"{'median ms':>11}{'p95 ms':>9}")
+    for system in systems:
+        row = f"{system.name:<18}"
+        for k in KS:
+            m = metrics(system, questions, k)
+            row += f"{m['turn']:>11.3f}{m['all']:>11.3f}{m['session']:>11.3f}"
+        lat = sorted(system.latencies)
+        p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else 0.0
+        print(row + f"{1000 * statistics.median(lat):>11.1f}{1000 * p95:>9.1f}")
+    print("\nper category, turn R@10 / all@10 / session R@10:")
+    for category, name in CATEGORIES.items():
+        picked = [i for i, q in enumerate(questions) if q.category == category]
+        subset = [questions[i] for i in picked]
+        cells = []
+        for system in systems:
+            view = System(system.name, [system.rankings[i] for i in picked])
+            m = metrics(view, subset, 10)
+            cells.append(f"{system.name}: {m['turn']:.3f}/{m['all']:.3f}/{m['session']:.3f}")
+        print(f"  {category} {name:<12} n={len(subset):<4} " + "   ".join(cells))
+
+
+def plot(systems: Sequence[System], questions: Sequence[Question], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed: no plot written to {path}")
+        return
+    ks = list(range(1, CURVE_K + 1))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for system in systems:
+        ax.plot(ks, [metrics(system, questions, k)["turn"] for k in ks], label=system.name)
+    ax.set_xlabel("k")
+    ax.set_ylabel("turn recall@k")
+    ax.set_title(f"LoCoMo dev, {len(questions)} questions (categories 1-4)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``section.key=value`` pairs (values as TOML literals) as a palace.toml mapping."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
+    parser.add_argument("--backend", default="chroma", help="vector backend (default chroma)")
+    parser.add_argument("--palace", type=Path, help="palace directory (default: a temp dir)")
+    parser.add_argument("--plot", type=Path, help="write the recall@k curve PNG here")
+    parser.add_argument("--no-baselines", action="store_true", help="only the palace")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
+    )
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"no data at {args.data}; pass --data PATH", file=sys.stderr)
+        return 2
+    wings, questions = load(args.data)
+    with tempfile.TemporaryDirectory() as tmp:
+        where = args.palace or Path(tmp) / "palace"
+        with Palace.open(where, backend=args.backend, config=overrides(args.set)) as palace:
+            palace.embedder.embed_query("warm up")  # load the model before timing anything
+            reuse = palace.ledger.stats().drawers > 0
+            seconds = 0.0 if reuse else index(palace, wings)  # --palace again: search only
+            systems = [run_palace(palace, questions)]
+            if not args.no_baselines:
+                systems += [run_vector(palace, wings, questions), run_bm25(wings, questions)]
+            print(f"palace: backend {args.backend}, overrides {args.set or 'none'}")
+            report(systems, questions, seconds)
+            if args.plot:
+                plot(systems, questions, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
