@@ -63,17 +63,24 @@ class CompiledFilter:
     test: Test | None = None
 
 
-def compile_filter(spec: Mapping[str, Any] | None, *, user_id: str | None) -> CompiledFilter:
+def compile_filter(
+    spec: Mapping[str, Any] | None,
+    *,
+    user_id: str | None,
+    where: Mapping[str, Any] | None = None,
+) -> CompiledFilter:
     """Split ``spec`` into index filters and a drawer test (see the module docstring).
 
     Args:
         spec: The filter dict, or ``None``.
         user_id: The store's user; the result always filters by it.
+        where: Palace filters the caller already applies (e.g. the store's wing); a
+            condition of ``spec`` on the same key is checked as well.
 
     Raises:
         InvalidQueryError: an unknown operator, a malformed value, or another user.
     """
-    where: dict[str, Any] = {"user_id": user_id}
+    where = {**(where or {}), "user_id": user_id}
     if not spec:
         return CompiledFilter(where)
     if not isinstance(spec, Mapping):

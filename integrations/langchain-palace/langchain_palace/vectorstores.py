@@ -13,7 +13,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
-from palace_retrievers import Hit, InvalidQueryError, Palace
+from palace_retrievers import Drawer, Hit, InvalidQueryError, Palace
 from palace_retrievers.ids import text_id
 from palace_retrievers.records import DRAWER_KIND
 
@@ -54,6 +54,9 @@ class PalaceVectorStore(VectorStore):
     come back when they differ from the store's defaults (e.g. a mined drawer's
     ``source``). ``filter`` is a dict: see :mod:`langchain_palace.filters`.
 
+    Every read and delete sees only the drawers of ``user_id``, and of ``wing`` when it
+    is set, as a collection of its own.
+
     Example:
         .. code-block:: python
 
@@ -68,7 +71,8 @@ class PalaceVectorStore(VectorStore):
         embedding: LangChain embeddings to embed with. With a path, the palace is
             opened with them (a palace keeps one model: reopening it with another is
             refused). Default: the palace's own embedder (MiniLM unless configured).
-        wing: The wing new texts are filed in.
+        wing: The wing texts are filed in and read from (``None``: filed in
+            ``"default"``, read from every wing).
         room: The room new texts are filed in.
         user_id: The owner of every text added, and the only user whose drawers are
             read or deleted (``None``: unowned drawers only).
@@ -79,7 +83,7 @@ class PalaceVectorStore(VectorStore):
         palace: Palace | str | os.PathLike[str] | None = None,
         *,
         embedding: Embeddings | None = None,
-        wing: str = "default",
+        wing: str | None = None,
         room: str = "general",
         user_id: str | None = None,
     ) -> None:
@@ -99,8 +103,9 @@ class PalaceVectorStore(VectorStore):
         self.wing = wing
         self.room = room
         self.user_id = user_id
+        self._scope = {"wing": wing} if wing is not None else {}
         self._defaults: dict[str, Any] = {
-            "wing": wing,
+            "wing": wing or "default",
             "room": room,
             "source": "text",
             "kind": DRAWER_KIND,
@@ -153,13 +158,17 @@ class PalaceVectorStore(VectorStore):
                 )
         full_ids = [
             given_id
-            or text_id(text=text, wing=str(meta.get("wing") or self.wing), user_id=self.user_id)
+            or text_id(text=text, wing=str(meta.get("wing") or self._wing), user_id=self.user_id)
             for text, meta, given_id in zip(texts, metas, given, strict=True)
         ]
         self._check_owner(full_ids)
         return self.palace.add_texts(
-            texts, metas, full_ids, wing=self.wing, room=self.room, user_id=self.user_id
+            texts, metas, full_ids, wing=self._wing, room=self.room, user_id=self.user_id
         )
+
+    @property
+    def _wing(self) -> str:
+        return self.wing or "default"
 
     def _check_owner(self, ids: Sequence[str]) -> None:
         """Refuse to overwrite a drawer of another user."""
@@ -181,21 +190,25 @@ class PalaceVectorStore(VectorStore):
             raise InvalidQueryError(
                 "delete needs the ids to delete; a palace is never emptied by accident"
             )
-        self.palace.delete(ids, user_id=self.user_id)
+        self.palace.delete([d.id for d in self._get(ids)], user_id=self.user_id)
         return True
 
     # -- reading --------------------------------------------------------------------------
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """This user's documents with these ids, in the order asked (missing ones left out)."""
-        return [self._document(d) for d in self.palace.get(list(ids), user_id=self.user_id)]
+        return [self._document(d) for d in self._get(ids)]
+
+    def _get(self, ids: Sequence[str]) -> list[Drawer]:
+        drawers = self.palace.get(list(ids), user_id=self.user_id)
+        return [d for d in drawers if self.wing is None or d.wing == self.wing]
 
     def _document(self, hit_or_drawer: Any) -> Document:
         drawer = hit_or_drawer.drawer if isinstance(hit_or_drawer, Hit) else hit_or_drawer
         return stored_document(drawer, self._defaults)
 
     def _hits(self, run: Callable[..., list[Hit]], k: int, filter: Filter) -> list[Hit]:
-        compiled = compile_filter(filter, user_id=self.user_id)
+        compiled = compile_filter(filter, user_id=self.user_id, where=self._scope)
         return fetch(lambda n: run(k=n, **compiled.where), k, compiled.test)
 
     def _query_hits(self, query: str, k: int, filter: Filter) -> list[Hit]:
@@ -305,7 +318,7 @@ class PalaceVectorStore(VectorStore):
         *,
         ids: Sequence[str | None] | None = None,
         palace: Palace | str | os.PathLike[str] | None = None,
-        wing: str = "default",
+        wing: str | None = None,
         room: str = "general",
         user_id: str | None = None,
         **kwargs: Any,

@@ -225,12 +225,31 @@ def test_embeddings_and_the_palace_model(palace_path: Path) -> None:
 
 @pytest.mark.slow
 def test_default_embedder_is_the_palace_model(corpus_palace: Palace) -> None:
-    store = PalaceVectorStore(corpus_palace, wing="work")
+    store = PalaceVectorStore(corpus_palace)
     assert isinstance(store.embeddings, PalaceEmbeddings)
     assert store.embeddings.model == "sentence-transformers/all-MiniLM-L6-v2"
     vector = store.embeddings.embed_query("who adopted a cat?")
     assert len(vector) == 384
     docs = store.similarity_search_by_vector(vector, k=1)
     assert ids(docs) == ["cat"]
-    assert docs[0].metadata["wing"] == "home"  # differs from the store's wing
+    assert docs[0].metadata["wing"] == "home"  # differs from the store's default
     assert ids(store.similarity_search("who adopted a cat?", k=1)) == ["cat"]
+
+
+def test_a_wing_is_a_collection(palace_path: Path) -> None:
+    embeddings = WordEmbeddings()
+    with Palace.open(palace_path, embedder=LangChainEmbedder(embeddings)) as palace:
+        notes = PalaceVectorStore(palace, embedding=embeddings, wing="notes")
+        chats = PalaceVectorStore(palace, embedding=embeddings, wing="chats")
+        everything = PalaceVectorStore(palace, embedding=embeddings)
+        notes.add_texts(["a note about cats"], ids=["n"])
+        chats.add_texts(["a chat about cats"], ids=["c"])
+        everything.add_texts(["a default text about cats"], ids=["d"])
+        assert ids(notes.similarity_search("cats", k=5)) == ["n"]
+        assert ids(chats.similarity_search_by_vector(embeddings.embed_query("cats"), k=5)) == ["c"]
+        assert chats.get_by_ids(["n", "c"]) == [Document(id="c", page_content="a chat about cats")]
+        assert set(ids(everything.similarity_search("cats", k=5))) == {"n", "c", "d"}
+        assert everything.get_by_ids(["n"])[0].metadata == {"wing": "notes"}
+        assert notes.similarity_search("cats", k=5, filter={"wing": "chats"}) == []
+        chats.delete(["n"])
+        assert ids(notes.get_by_ids(["n"])) == ["n"]
