@@ -194,8 +194,8 @@ def test_unknown_backend_or_embedder_at_open(tmp_path: Path) -> None:
 
 def test_unknown_source_when_mining(fake_palace: Palace, tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("hello")
-    with pytest.raises(PluginNotFoundError, match=r"'slack'.*files"):
-        fake_palace.mine(tmp_path / "a.txt", source="slack")
+    with pytest.raises(PluginNotFoundError, match=r"'discord'.*files"):
+        fake_palace.mine(tmp_path / "a.txt", source="discord")
 
 
 def _acme() -> Any:

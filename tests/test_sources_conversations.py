@@ -20,7 +20,7 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import Problems, array_items, decode, jsonl_records
+from palace_plugins.builtin.reading import Item, Problems, array_items, decode, jsonl_records
 from palace_retrievers import SourceError
 
 
@@ -156,16 +156,27 @@ def test_jsonl_records_note_bad_lines_and_keep_the_rest() -> None:
 def test_array_items_keep_everything_before_the_damage() -> None:
     problems = Problems()
     text = '[\n  {"id": 1},\n  {"id": 2},\n  {"id": 3, "title": "cut off'
-    assert list(array_items(text, "c.json", problems)) == [(0, 2, {"id": 1}), (1, 3, {"id": 2})]
+    assert list(array_items(text, "c.json", problems)) == [
+        Item(0, 2, 2, {"id": 1}),
+        Item(1, 3, 3, {"id": 2}),
+    ]
     (problem,) = problems.drain()
     assert problem.location == "c.json:4:22"  # where the cut-off string starts
     assert "item 2 and everything after it skipped" in problem.reason
 
 
+def test_array_items_know_their_lines() -> None:
+    text = '[\n  {\n    "a": 1\n  },\n  {"b": [\n\n  ]}\n]'
+    assert [(i.index, i.line_start, i.line_end) for i in array_items(text, "x", Problems())] == [
+        (0, 2, 4),
+        (1, 5, 7),
+    ]
+
+
 def test_array_items_of_an_empty_or_a_broken_array() -> None:
     problems = Problems()
     assert list(array_items(" [ ] ", "e.json", problems)) == []
-    assert list(array_items('[{"a": 1} {"a": 2}]', "b.json", problems)) == [(0, 1, {"a": 1})]
+    assert list(array_items('[{"a": 1} {"a": 2}]', "b.json", problems)) == [Item(0, 1, 1, {"a": 1})]
     (problem,) = problems.drain()
     assert problem.location == "b.json:1:11"
     with pytest.raises(SourceError, match="not a JSON array"):

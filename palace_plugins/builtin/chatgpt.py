@@ -208,9 +208,10 @@ class ChatGPTSource(Source):
         chunking = self._chunking
         seen: set[str] = set()
         count, damage = 0, problems.total
-        for index, line, conversation in array_items(text, str(file), problems):
+        for item in array_items(text, str(file), problems):
             count += 1
-            where = f"{file}:{line}"
+            index, conversation = item.index, item.value
+            where = f"{file}:{item.line_start}"
             if not isinstance(conversation, dict):
                 problems.add(where, f"conversation {index} is not a JSON object")
                 continue

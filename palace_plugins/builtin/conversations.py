@@ -8,8 +8,8 @@ chunk, render and describe a conversation the same way:
   replies that follow it, up to the next user turn. Consecutive user turns stay in one
   exchange (a question sent in two messages). When no turn has the ``user`` role (two
   people talking, as in LoCoMo), the speaker of the first turn plays the user.
-  :func:`packed` instead packs turns into runs of bounded size (Slack chatter outside
-  threads, where nobody is "the user").
+  :func:`packed` instead packs turns into runs of bounded size, cut at long pauses (Slack
+  chatter outside threads, where nobody is "the user").
 - **Rendering.** :func:`render` writes a group as ``speaker: text`` blocks separated by
   blank lines; a speaker's follow-up turns and tool notes go on the next lines without
   repeating the label.
@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from palace_retrievers.chunking import chunk_text
@@ -119,13 +119,24 @@ def exchanges(turns: Iterable[Turn]) -> list[list[Turn]]:
     return groups
 
 
-def packed(turns: Iterable[Turn], size: int) -> list[list[Turn]]:
-    """``turns`` in runs whose rendering stays within ``size`` characters where it can."""
+def packed(turns: Iterable[Turn], size: int, gap: timedelta | None = None) -> list[list[Turn]]:
+    """``turns`` in runs whose rendering stays within ``size`` characters where it can.
+
+    With ``gap``, a pause longer than ``gap`` between two timed turns starts a new run.
+    """
     groups: list[list[Turn]] = []
     length = 0
     for turn in turns:
         grown = length + len(turn.speaker) + len(turn.text) + 4
-        if groups and grown <= size:
+        last = groups[-1][-1] if groups else None
+        paused = (
+            gap is not None
+            and last is not None
+            and last.time is not None
+            and turn.time is not None
+            and turn.time - last.time > gap
+        )
+        if groups and grown <= size and not paused:
             groups[-1].append(turn)
             length = grown
         else:

@@ -23,6 +23,7 @@ import codecs
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +121,18 @@ def jsonl_records(
         yield number, record
 
 
-def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[int, int, Any]]:
-    """The items of the JSON array ``text`` as ``(index, line, item)``, one at a time.
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One item of a JSON array: its index (from 0), its lines (1-based) and its value."""
 
-    ``index`` counts from 0; ``line`` is the 1-based line where the item starts.
+    index: int
+    line_start: int
+    line_end: int
+    value: Any
+
+
+def array_items(text: str, location: str, problems: Problems) -> Iterator[Item]:
+    """The items of the JSON array ``text``, one at a time.
 
     Raises:
         SourceError: ``text`` is not a JSON array at all.
@@ -143,16 +152,18 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[
         return
     while True:
         line += text.count("\n", counted, at)
-        counted = at
+        start, counted = line, at
         try:
-            item, at = decoder.raw_decode(text, at)
+            value, at = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
             problems.add(
                 f"{location}:{exc.lineno}:{exc.colno}",
                 f"malformed JSON ({exc.msg}); item {index} and everything after it skipped",
             )
             return
-        yield index, line, item
+        line += text.count("\n", counted, at)
+        counted = at
+        yield Item(index, start, line, value)
         index += 1
         at = _skip_space(text, at)
         if at < len(text) and text[at] == ",":
@@ -161,6 +172,7 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[tuple[
         if at < len(text) and text[at] == "]":
             return
         line += text.count("\n", counted, at)
+        counted = at
         column = at - (text.rfind("\n", 0, at) + 1) + 1
         problems.add(
             f"{location}:{line}:{column}",
