@@ -71,11 +71,12 @@ def fake_plugin() -> types.ModuleType:
 
 
 @pytest.fixture
-def open_palace() -> Iterator[Callable[..., Palace]]:
+def open_palace(request: pytest.FixtureRequest) -> Iterator[Callable[..., Palace]]:
     """``open_palace(path, **kwargs)``: ``Palace.open`` that closes the palace afterwards.
 
-    With ``fake=True`` (the default) the FAKE embedder is used; pass ``fake=False`` for
-    the real model.
+    With ``fake=True`` (the default) the FAKE embedder is used. With ``fake=False`` the
+    real model is used: the session's already loaded instance, unless ``embedder`` is
+    given (``Palace.open`` builds the default one itself in ``mined_sample``).
     """
     opened: list[Palace] = []
 
@@ -83,6 +84,8 @@ def open_palace() -> Iterator[Callable[..., Palace]]:
         if fake:
             kwargs.setdefault("embedder", "fake")
             kwargs["plugins"] = [FAKE_PLUGIN, *kwargs.get("plugins", ())]
+        elif "embedder" not in kwargs and "model" not in kwargs:
+            kwargs["embedder"] = request.getfixturevalue("real_embedder")
         palace = Palace.open(path, **kwargs)
         opened.append(palace)
         return palace
