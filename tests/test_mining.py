@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_CORPUS
+from sample_corpus import SAMPLE_CORPUS
 
 from palace_retrievers import Palace
 from palace_retrievers.records import Filter

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_WING
+from sample_corpus import SAMPLE_WING
 
 from palace_retrievers import Hit, Palace
 
