@@ -143,7 +143,7 @@ def test_decode_honours_byte_order_marks_and_replaces_bad_bytes() -> None:
 def test_jsonl_records_note_bad_lines_and_keep_the_rest() -> None:
     problems = Problems()
     data = b'{"a": 1}\n{"a": \n\n[1]\n{"a": 2}\r\n\xff{"a": 3}\n'
-    found = list(jsonl_records(data, "log.jsonl", problems))
+    found = list(jsonl_records(data.splitlines(), "log.jsonl", problems))
     assert found == [(1, {"a": 1}), (5, {"a": 2})]
     assert [(p.location, p.reason.split(" (")[0]) for p in problems.drain()] == [
         ("log.jsonl:2", "malformed JSON line"),

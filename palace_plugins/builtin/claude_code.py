@@ -26,6 +26,7 @@ times and the ``sessionId``. A malformed line is reported as ``file:line`` and s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -44,11 +45,10 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import Problems, jsonl_records, read_bytes, reported
+from palace_plugins.builtin.reading import Problems, file_lines, jsonl_records, reported
 from palace_plugins.builtin.tree import walk
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import SourceError
-from palace_retrievers.ids import content_hash
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
 
 ROOM = "claude-code"
@@ -166,12 +166,12 @@ def _project(cwd: Any) -> str:
 
 def read_session(path: Path, *, chunking: Chunking, problems: Problems) -> SourceDocument:
     """The segments of one session file."""
-    data = read_bytes(path)
+    sha = hashlib.sha256()
     tools: dict[str, str] = {}
     turns: list[Turn] = []
     session = path.stem
     project = ROOM
-    for number, record in jsonl_records(data, str(path), problems):
+    for number, record in jsonl_records(file_lines(path, sha.update), str(path), problems):
         if isinstance(record.get("sessionId"), str) and session == path.stem:
             session = record["sessionId"]
         if project == ROOM:
@@ -182,7 +182,7 @@ def read_session(path: Path, *, chunking: Chunking, problems: Problems) -> Sourc
     cut = segments(exchanges(turns), session=session, chunking=chunking)
     return SourceDocument(
         text="\n\n".join(s.text for s in cut),
-        content_hash=content_hash(data),
+        content_hash=sha.hexdigest(),
         room=project,
         content_date=min((t.time for t in turns if t.time), default=None),
         metadata={"format": "claude-code"},

@@ -8,6 +8,8 @@ that one bad record never costs the good ones:
   replacing undecodable bytes (U+FFFD) rather than failing.
 - :func:`jsonl_records` yields each JSON object of a JSONL file with its line number; a
   malformed line is noted in :class:`Problems` as ``file:line`` and the rest is read.
+  :func:`file_lines` streams a file's lines to it, hashing them on the way, so that a
+  large log is never held whole in memory.
 - :func:`array_items` yields the items of a top-level JSON array one by one, so a file
   truncated or corrupted half-way still gives every item before the damage.
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,19 +95,42 @@ def reported(
     yield from problems.drain()
 
 
+def file_lines(path: Path, feed: Callable[[bytes], object]) -> Iterator[bytes]:
+    """The lines of the file at ``path``, read as a stream; ``feed`` gets every raw byte.
+
+    Pass ``hashlib.sha256().update`` as ``feed`` to hash the file while it is read. A
+    UTF-16 file (one with a byte-order mark) is read whole and given as UTF-8 lines.
+
+    Raises:
+        SourceError: the file cannot be read.
+    """
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(2)
+            if head in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+                data = head + stream.read()
+                feed(data)
+                yield from (line.encode("utf-8") for line in decode(data).split("\n"))
+                return
+            stream.seek(0)
+            for line in stream:
+                feed(line)
+                yield line
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def jsonl_records(
-    data: bytes, location: str, problems: Problems
+    lines: Iterable[bytes], location: str, problems: Problems
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Every JSON object of a JSONL file, with its 1-based line number.
+    """Every JSON object of a JSONL file's ``lines``, with its 1-based line number.
 
     Blank lines are ignored. A line that is not valid JSON, or not a JSON object, is
-    noted as ``location:line`` in ``problems`` and skipped.
+    noted as ``location:line`` in ``problems`` and skipped. Bytes that are not UTF-8 are
+    replaced.
     """
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        lines: Iterable[str] = decode(data).split("\n")
-    else:
-        lines = (decode(raw) for raw in data.splitlines())
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        line = decode(raw)
         if not line.strip():
             continue
         try:

@@ -42,7 +42,14 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import Problems, decode, jsonl_records, read_bytes, reported
+from palace_plugins.builtin.reading import (
+    Problems,
+    decode,
+    file_lines,
+    jsonl_records,
+    read_bytes,
+    reported,
+)
 from palace_plugins.builtin.tree import walk
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import SourceError
@@ -147,7 +154,7 @@ class _Session:
 
 def _jsonl_sessions(path: Path, problems: Problems) -> list[_Session]:
     sessions: dict[str, _Session] = {}
-    for number, record in jsonl_records(read_bytes(path), str(path), problems):
+    for number, record in jsonl_records(file_lines(path, len), str(path), problems):
         text = record.get("text", record.get("content"))
         if not isinstance(text, str) or not text.strip():
             problems.add(f"{path}:{number}", "no text in this record")
