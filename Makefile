@@ -34,10 +34,12 @@ lint: install
 	$(BIN)/mypy
 	for dir in $(INTEGRATIONS); do (cd $$dir && $(CURDIR)/$(BIN)/mypy) || exit 1; done
 
-# Each integration's tests run with that package's own pytest settings (asyncio_mode = auto).
+# Each integration's tests run with that package's own pytest settings (asyncio_mode = auto);
+# then every notebook is executed top to bottom (nbmake).
 test: lint
 	$(BIN)/python -m pytest -q
 	for dir in $(INTEGRATIONS); do $(BIN)/python -m pytest -q $$dir || exit 1; done
+	$(BIN)/python -m pytest -q --nbmake notebooks
 
 demo: install
 	$(BIN)/python examples/demo.py
