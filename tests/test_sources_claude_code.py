@@ -142,6 +142,22 @@ def test_bad_bytes_are_replaced_and_the_rest_is_read(fake_palace: Palace, tmp_pa
     assert drawer.room == "claude-code"  # no cwd in the log
 
 
+def test_a_resumed_session_keeps_its_own_id(fake_palace: Palace, tmp_path: Path) -> None:
+    def record(session: str, uuid: str, text: str) -> str:
+        message = {"role": "user", "content": text}
+        return json.dumps({"type": "user", "sessionId": session, "uuid": uuid, "message": message})
+
+    log = tmp_path / "new-session.jsonl"
+    log.write_text(
+        record("old-session", "u-1", "first, in the old session")
+        + "\n"
+        + record("new-session", "u-2", "then, resumed")
+        + "\n"
+    )
+    fake_palace.mine(log, source="claude-code", wing="w")
+    assert {d.metadata["session"] for d in drawers(fake_palace, "w")} == {"new-session"}
+
+
 def test_clean() -> None:
     assert clean("  <system-reminder>x\ny</system-reminder>\nFix it ") == "Fix it"
     assert clean("[Request interrupted by user for tool use]") == ""

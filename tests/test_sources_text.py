@@ -196,6 +196,8 @@ def test_chunk_size_option(tmp_path: Path) -> None:
         TextSource({"size": 10})
     with pytest.raises(ConfigError, match=r"chunking\.size"):
         TextSource({"chunk_size": 10})
+    with pytest.raises(ConfigError, match="must be integers"):
+        TextSource({"chunk_size": "big"})
 
 
 @pytest.mark.parametrize(

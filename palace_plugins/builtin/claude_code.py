@@ -21,7 +21,9 @@ Of each line only ``user`` and ``assistant`` records are read; the rest (``summa
   sub-agent (``isSidechain``) records, and text left empty once cleaned.
 
 Every segment keeps the records' ``uuid`` values as ``message_ids``, their ``timestamp``
-times and the ``sessionId``. A malformed line is reported as ``file:line`` and skipped.
+times and the session id as ``session`` (the file's name when a record carries it as its
+``sessionId``, as every record of a session does; else the first ``sessionId`` met).
+A malformed line is reported as ``file:line`` and skipped.
 """
 
 from __future__ import annotations
@@ -169,16 +171,19 @@ def read_session(path: Path, *, chunking: Chunking, problems: Problems) -> Sourc
     sha = hashlib.sha256()
     tools: dict[str, str] = {}
     turns: list[Turn] = []
-    session = path.stem
+    sessions: list[str] = []  # the sessionIds met, in order
     project = ROOM
     for number, record in jsonl_records(file_lines(path, sha.update), str(path), problems):
-        if isinstance(record.get("sessionId"), str) and session == path.stem:
-            session = record["sessionId"]
+        ident = record.get("sessionId")
+        if isinstance(ident, str) and ident not in sessions:
+            sessions.append(ident)
         if project == ROOM:
             project = _project(record.get("cwd"))
         turn = _turn(record, number, tools)
         if turn is not None:
             turns.append(turn)
+    # A resumed session's file may start with records of the session it resumed.
+    session = path.stem if path.stem in sessions or not sessions else sessions[0]
     cut = segments(exchanges(turns), session=session, chunking=chunking)
     return SourceDocument(
         text="\n\n".join(s.text for s in cut),

@@ -33,6 +33,7 @@ from typing import Any
 from palace_retrievers.chunking import chunk_text
 from palace_retrievers.config import ChunkingConfig
 from palace_retrievers.embedder import options_check
+from palace_retrievers.errors import ConfigError
 from palace_retrievers.sources import Segment
 
 USER = "user"
@@ -88,10 +89,14 @@ class Chunking:
         """
         options_check("source", name, options, OPTIONS)
         defaults = ChunkingConfig()
-        checked = ChunkingConfig(
-            size=int(options.get("chunk_size", defaults.size)),
-            overlap=int(options.get("chunk_overlap", defaults.overlap)),
-        )
+        size = options.get("chunk_size", defaults.size)
+        overlap = options.get("chunk_overlap", defaults.overlap)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, overlap)):
+            raise ConfigError(
+                f"source {name!r}: chunk_size and chunk_overlap must be integers, "
+                f"not {size!r} and {overlap!r}"
+            )
+        checked = ChunkingConfig(size=size, overlap=overlap)
         return cls(checked.size, checked.overlap)
 
 
