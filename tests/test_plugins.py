@@ -136,7 +136,7 @@ def test_a_plugin_that_raises_on_import_is_reported_and_skipped(
     )
     palace = open_palace(tmp_path / "palace", backend="working")
     assert type(palace.indexes._indexes["drawers"]).__name__ == "WorkingIndex"
-    failures = palace.stats().plugin_failures
+    failures = [f for f in palace.stats().plugin_failures if f.startswith("palace-test-")]
     assert len(failures) == 1
     assert failures[0].startswith("palace-test-broken: RuntimeError")
     assert "broken on purpose" in failures[0]
@@ -161,7 +161,7 @@ def test_palace_plugins_env_limits_third_party_plugins(
     assert "palace-test-working" in names
     assert "palace-test-broken" not in names
     assert set(BUILTINS) <= names  # the built-ins always load
-    assert pm.failures == []
+    assert "palace-test-broken" not in {f.name for f in pm.failures}  # not even tried
     monkeypatch.setenv("PALACE_PLUGINS", "")
     assert "palace-test-working" not in {i.name for i in PluginManager().plugins()}
 
