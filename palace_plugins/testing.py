@@ -469,13 +469,14 @@ class BackendTests:
     def test_clear_accepts_another_dimension(
         self, open_index: Callable[..., VectorIndex], ledger: Ledger
     ) -> None:
-        """After ``clear()`` the index takes vectors of a new model (``palace reindex``)."""
-        index = open_index()
-        self.put(ledger, index, [entry(f"e{i}", v) for i, v in enumerate(synthetic_vectors(3))])
-        ledger.delete_drawers(["e0", "e1", "e2"])
-        index.clear()
-        index.close()
+        """What ``palace reindex`` does after a change of embedding model: the index is
+        opened with the new dimension over the old vectors, cleared, and filled again."""
+        old = open_index()
+        self.put(ledger, old, [entry(f"e{i}", v) for i, v in enumerate(synthetic_vectors(3))])
+        old.close()
         wider = open_index(dimension=DIMENSION * 2)
+        ledger.delete_drawers(["e0", "e1", "e2"])  # the ledger is re-embedded first
+        wider.clear()
         vectors = synthetic_vectors(3, dimension=DIMENSION * 2, seed=14)
         self.put(ledger, wider, [entry(f"w{i}", v) for i, v in enumerate(vectors)])
         assert wider.count() == 3
