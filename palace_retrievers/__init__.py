@@ -12,6 +12,7 @@ from palace_retrievers.errors import (
     EmbedderMismatchError,
     IndexUnavailableError,
     InvalidQueryError,
+    PalaceBusyError,
     PalaceError,
     PalaceNotFoundError,
     PluginError,
@@ -22,6 +23,7 @@ from palace_retrievers.errors import (
 from palace_retrievers.mining import MineReport
 from palace_retrievers.palace import Palace, PalaceStats
 from palace_retrievers.records import Drawer, Filter, Hit
+from palace_retrievers.syncing import SyncReport
 
 __version__ = "0.1.0"
 
@@ -36,6 +38,7 @@ __all__ = [
     "InvalidQueryError",
     "MineReport",
     "Palace",
+    "PalaceBusyError",
     "PalaceError",
     "PalaceNotFoundError",
     "PalaceStats",
@@ -43,5 +46,6 @@ __all__ = [
     "PluginNotFoundError",
     "SchemaError",
     "SourceError",
+    "SyncReport",
     "__version__",
 ]

@@ -111,6 +111,12 @@ def init(ctx: click.Context, backend: str | None, embedder: str | None, model: s
 @click.option("--room", help="Put every drawer in this room (default: by folder).")
 @click.option("--source", default="files", show_default=True, help="Source plugin.")
 @click.option("--user", "user_id", help="Owner of the mined drawers.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="Seconds to wait for another mine of this palace to finish (default: fail at once).",
+)
 @_json_option
 @click.pass_context
 def mine(
@@ -120,11 +126,17 @@ def mine(
     room: str | None,
     source: str,
     user_id: str | None,
+    wait: float,
     as_json: bool,
 ) -> None:
-    """Mine PATH into the palace (only what changed since the last mine)."""
+    """Mine PATH into the palace (only what changed since the last mine).
+
+    Safe to run again, and to re-run after it was interrupted: it finishes the job.
+    One mine runs on a palace at a time; a second one stops with an error naming the
+    first's pid (or waits, with --wait).
+    """
     with _opened(ctx, create=True) as palace:
-        report = palace.mine(path, wing=wing, room=room, source=source, user_id=user_id)
+        report = palace.mine(path, wing=wing, room=room, source=source, user_id=user_id, wait=wait)
     if as_json:
         _emit_json(dataclasses.asdict(report))
         return
@@ -135,6 +147,40 @@ def mine(
     )
     for skipped in report.skipped:
         click.echo(f"  skipped {skipped.location}: {skipped.reason}")
+    if report.gone:
+        click.echo(
+            f"  {report.gone} sources mined from {report.path} before are no longer there; "
+            "`palace sync` removes their drawers"
+        )
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Only tell what would be removed.")
+@_json_option
+@click.pass_context
+def sync(ctx: click.Context, path: Path | None, dry_run: bool, as_json: bool) -> None:
+    """Remove the drawers of deleted or newly ignored files.
+
+    Every path mined before (or only those at, under or above PATH) is listed again;
+    the drawers and closets of sources no longer there are removed. A mined path that
+    no longer exists at all is kept unless PATH names it.
+    """
+    with _opened(ctx) as palace:
+        report = palace.sync(path, dry_run=dry_run)
+    if as_json:
+        _emit_json({**dataclasses.asdict(report), "sources_removed": report.sources_removed})
+        return
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{verb} {report.drawers_removed} drawers of {report.sources_removed} sources "
+        f"no longer found ({len(report.roots)} mined paths checked)"
+    )
+    for root in report.roots:
+        for key in root.gone:
+            click.echo(f"  {'gone' if dry_run else 'removed'} {root.wing}: {key}")
+        if root.note:
+            click.echo(f"  kept {root.root} ({root.wing}): {root.note}")
 
 
 def _show_hit(rank: int, hit: Hit) -> None:

@@ -166,10 +166,16 @@ class MiningConfig:
         default=5_000_000, metadata=_doc("files larger than this are skipped when mining")
     )
     batch_size: int = field(default=64, metadata=_doc("drawers embedded per batch"))
+    lock_timeout: float = field(
+        default=10.0,
+        metadata=_doc("seconds add_texts and delete wait while another process mines"),
+    )
 
     def __post_init__(self) -> None:
         if self.max_file_bytes < 1 or self.batch_size < 1:
             raise ConfigError("mining.max_file_bytes and mining.batch_size must be positive")
+        if self.lock_timeout < 0:
+            raise ConfigError(f"mining.lock_timeout must be >= 0, not {self.lock_timeout}")
 
 
 @dataclass(frozen=True)

@@ -45,3 +45,7 @@ class InvalidQueryError(PalaceError):
 
 class IndexUnavailableError(PalaceError):
     """The vector index cannot answer; ``palace reindex`` rebuilds it from the ledger."""
+
+
+class PalaceBusyError(PalaceError):
+    """Another process is writing to the palace (a mine, a sync): the message names it."""

@@ -143,7 +143,17 @@ class IndexSet:
     def query(
         self, collection: str, *, vector: npt.NDArray[np.float32], k: int, where: Filter
     ) -> list[VectorMatch]:
-        return self._searcher(collection).query(vector=vector, k=k, where=where)
+        """Nearest neighbours; an index that raises is marked degraded and the exact scan
+        answers instead (e.g. files another process is rewriting)."""
+        searcher = self._searcher(collection)
+        try:
+            return searcher.query(vector=vector, k=k, where=where)
+        except Exception as exc:
+            if searcher is self._fallbacks.get(collection):
+                raise
+            self._problems[collection] = f"a query failed: {type(exc).__name__}: {exc}"
+            self._warn(collection)
+            return self._searcher(collection).query(vector=vector, k=k, where=where)
 
     def upsert(self, collection: str, entries: Sequence[IndexEntry]) -> None:
         index = self._indexes.get(collection)
@@ -176,6 +186,12 @@ class IndexSet:
                 )
             )
         return out
+
+    def check(self) -> dict[str, str]:
+        """Compare every index with the ledger again; returns the degraded collections."""
+        for collection in COLLECTIONS:
+            self._check(collection)
+        return self.degraded
 
     @property
     def degraded(self) -> dict[str, str]:

@@ -1,9 +1,12 @@
 """Mining: turn what a source offers into drawers, embedded and filed.
 
-A source entry is read only when it may have changed (its mtime or the pipeline's version
-differs from the ledger's record), and re-filed only when its content hash or the
-chunking settings changed. Its old drawers are replaced in one ledger transaction, so a
-search never sees half of a source. Embedding is batched across entries.
+A source entry is read only when it may have changed (its mtime, the pipeline's version,
+the mined root or the source plugin differs from the ledger's record), and re-filed only
+when its content hash or the chunking settings changed. Its old drawers and closets are
+replaced in one ledger transaction, so a search never sees half of a source. Embedding is
+batched across entries (``mining.batch_size`` drawers at a time). The ledger's records
+of the mined wing are read once, up front, so that a mine of an unchanged tree costs a
+directory walk and a dictionary lookup per file.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class MineReport:
         drawers_added: Drawers written (new or replaced).
         drawers_removed: Drawers of changed entries that no longer exist.
         skipped: Entries passed over, with the reason.
+        gone: Sources mined from this path before that it no longer lists (deleted or
+            now ignored); ``palace sync`` removes their drawers.
     """
 
     path: str
@@ -47,6 +52,7 @@ class MineReport:
     drawers_added: int = 0
     drawers_removed: int = 0
     skipped: list[Skipped] = field(default_factory=list)
+    gone: int = 0
 
 
 @dataclass(slots=True)
@@ -66,8 +72,9 @@ class Miner:
         config: Chunking and batching settings.
         source: The source adapter.
         file_drawers: Embeds and files pending sources (the palace's write path).
-        get_state: The ledger's record of a source, or ``None``.
-        touch: Records a new mtime for an unchanged source.
+        get_states: The ledger's records of a wing's sources, by key.
+        touch: Records a new mtime (and root) for an unchanged source.
+        plugin: The source plugin's name, recorded with each source.
     """
 
     def __init__(
@@ -76,14 +83,16 @@ class Miner:
         config: Config,
         source: Source,
         file_drawers: FileDrawers,
-        get_state: Callable[[str, str], SourceState | None],
+        get_states: Callable[[str], dict[str, SourceState]],
         touch: Callable[[SourceState], None],
+        plugin: str = "files",
     ) -> None:
         self._config = config
         self._source = source
         self._file = file_drawers
-        self._get_state = get_state
+        self._get_states = get_states
         self._touch = touch
+        self._plugin = plugin
 
     def _pipeline_hash(self, document: SourceDocument) -> str:
         chunking = self._config.chunking
@@ -137,15 +146,29 @@ class Miner:
         user_id: str | None = None,
         progress: Callable[[Iterable[SourceEntry | Skipped]], Iterable[SourceEntry | Skipped]]
         | None = None,
+        on_filed: Callable[[MineReport], None] | None = None,
     ) -> MineReport:
         """Mine ``path``; see the module docstring for what is skipped.
+
+        Args:
+            progress: Wraps the source's entries (e.g. in a progress bar).
+            on_filed: Called with the report so far after each batch is filed.
 
         Raises:
             SourceError: ``path`` cannot be mined at all.
         """
         report = MineReport(path=str(path), wing=wing)
+        root = str(path.expanduser().resolve())
+        known = self._get_states(wing)
+        seen: set[str] = set()
         pending: list[_Pending] = []
         waiting = 0
+
+        def file_pending() -> None:
+            report.drawers_removed += len(self._file([(p.state, p.drawers) for p in pending]))
+            if on_filed is not None:
+                on_filed(report)
+
         entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
         if progress is not None:
             entries = progress(entries)
@@ -154,11 +177,14 @@ class Miner:
                 report.skipped.append(entry)
                 continue
             report.seen += 1
-            state = self._get_state(wing, entry.key)
+            seen.add(entry.key)
+            state = known.get(entry.key)
             if (
                 state is not None
                 and state.mtime == entry.mtime
                 and state.normalize_version == NORMALIZE_VERSION
+                and state.root == root
+                and state.plugin == self._plugin
             ):
                 report.unchanged += 1
                 continue
@@ -175,6 +201,8 @@ class Miner:
                 content_hash=fingerprint,
                 mtime=entry.mtime,
                 normalize_version=NORMALIZE_VERSION,
+                root=root,
+                plugin=self._plugin,
             )
             if (
                 state is not None
@@ -190,10 +218,13 @@ class Miner:
             report.mined += 1
             report.drawers_added += len(drawers)
             if waiting >= self._config.mining.batch_size:
-                report.drawers_removed += len(self._file([(p.state, p.drawers) for p in pending]))
+                file_pending()
                 pending, waiting = [], 0
         if pending:
-            report.drawers_removed += len(self._file([(p.state, p.drawers) for p in pending]))
+            file_pending()
+        report.gone = sum(
+            1 for key, state in known.items() if state.root == root and key not in seen
+        )
         for skipped in report.skipped:
             log.info("skipped %s: %s", skipped.location, skipped.reason)
         return report

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -31,13 +33,15 @@ from palace_retrievers.errors import (
     PluginNotFoundError,
 )
 from palace_retrievers.ids import text_id
-from palace_retrievers.index import IndexEntry
+from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.mining import Miner, MineReport
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
 from palace_retrievers.search import SearchPipeline
+from palace_retrievers.syncing import SyncReport, find_gone
+from palace_retrievers.writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -66,32 +70,6 @@ class PalaceStats:
     plugin_failures: list[str]
 
 
-def _entry(drawer: Drawer, vector: Any) -> IndexEntry:
-    return IndexEntry(
-        id=drawer.id,
-        vector=vector,
-        wing=drawer.wing,
-        room=drawer.room,
-        user_id=drawer.user_id or "",
-        kind=drawer.kind,
-        timestamp=drawer.timestamp,
-        source=drawer.source,
-    )
-
-
-def _closet_entry(closet: Closet, vector: Any) -> IndexEntry:
-    return IndexEntry(
-        id=closet.id,
-        vector=vector,
-        wing=closet.wing,
-        room=closet.room,
-        user_id=closet.user_id or "",
-        kind="closet",
-        timestamp=0.0,
-        source=closet.source,
-    )
-
-
 class Palace:
     """A palace on disk. Open one with :meth:`Palace.open`; close it (or use ``with``)."""
 
@@ -112,6 +90,7 @@ class Palace:
         self.plugins = plugins
         self.indexes = indexes
         self._extractor: ClosetExtractor | None = None
+        self._writer = WriterLock(path)
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
         )
@@ -238,22 +217,74 @@ class Palace:
             self.ledger.set_meta("embedding_model", self.embedder.model_name)
             self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
 
+    @contextmanager
+    def writing(self, operation: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the palace-wide writer lock for ``operation`` (re-entrant in a thread).
+
+        Every write goes through here. On first entry, whatever a killed writer left
+        half-done in the vector indexes is replayed from the ledger (see
+        :meth:`_sync_index`). ``timeout`` is how long to wait for another writer
+        (default ``mining.lock_timeout``); see :mod:`palace_retrievers.writer_lock`.
+
+        Raises:
+            PalaceBusyError: another process still writes after ``timeout`` seconds.
+        """
+        first = not self._writer.held
+        wait = self.config.mining.lock_timeout if timeout is None else timeout
+        with self._writer.hold(operation, timeout=wait):
+            if first:
+                self._sync_index()
+            yield
+
+    def _sync_index(self) -> int:
+        """Bring the vector indexes up to the ledger; returns how many ids were applied.
+
+        The ledger journals every drawer and closet id it changes, in the same transaction
+        as the change (``index_pending``). Here each journalled id is upserted into its
+        index from the ledger, or deleted from it when the ledger no longer holds it,
+        and then struck from the journal. Every write ends with this, and every writer
+        starts with it, so a writer killed between its ledger commit and its index
+        update leaves nothing behind that the next one does not repair.
+        """
+        applied = 0
+        for collection in COLLECTIONS:
+            while ids := self.ledger.pending_index(collection, limit=2048):
+                entries = self.ledger.index_entries(collection, ids)
+                present = {e.id for e in entries}
+                self.indexes.delete(collection, [i for i in ids if i not in present])
+                self.indexes.upsert(collection, entries)
+                self.ledger.clear_pending(collection, ids)
+                applied += len(ids)
+        return applied
+
+    def _recover(self) -> None:
+        """Start of a long write: replay the journal, then rebuild any index that still
+        disagrees with the ledger (lost or damaged files), so that what is mined next
+        lands in an index that can be trusted."""
+        if self._sync_index():
+            log.info("replayed the index journal left by an interrupted write")
+        degraded = self.indexes.check()
+        if degraded:
+            log.warning("rebuilding the vector indexes from the ledger: %s", degraded)
+            self.indexes.rebuild()
+            for collection in COLLECTIONS:
+                self.ledger.clear_pending(collection)
+
     def _file_sources(self, batch: list[tuple[SourceState, list[Drawer]]]) -> list[str]:
-        texts = [d.text for _, drawers in batch for d in drawers]
-        vectors = self._embed(texts) if texts else self._embed([])
+        """Embed a batch of sources' drawers and closets in one call, file them in one
+        ledger transaction, then bring the indexes up to the ledger."""
+        drawers = [d for _, ds in batch for d in ds]
+        closets = self._build_closets(drawers)
+        vectors = self._embed([*(d.text for d in drawers), *(c.text for c in closets)])
         self._claim_model()
-        removed: list[str] = []
-        offset = 0
-        for state, drawers in batch:
-            part = vectors[offset : offset + len(drawers)]
-            offset += len(drawers)
-            gone = self.ledger.replace_source(state, drawers, part, model=self.embedder.model_name)
-            self.indexes.delete("drawers", gone)
-            self.indexes.upsert(
-                "drawers", [_entry(d, v) for d, v in zip(drawers, part, strict=True)]
-            )
-            removed.extend(gone)
-        self._file_closets([d for _, drawers in batch for d in drawers], removed)
+        removed = self.ledger.file_sources(
+            batch,
+            vectors[: len(drawers)],
+            closets,
+            vectors[len(drawers) :],
+            model=self.embedder.model_name,
+        )
+        self._sync_index()
         return removed
 
     # -- closets ------------------------------------------------------------------------
@@ -277,9 +308,21 @@ class Palace:
         return self._extractor
 
     def _file_closets(self, drawers: Sequence[Drawer], gone: Sequence[str]) -> None:
-        """Build, embed and file the closets of ``drawers`` (replacing their old ones).
+        """Build, embed and file the closets of ``drawers`` (replacing their old ones)."""
+        closets = self._build_closets(drawers)
+        vectors = self._embed([c.text for c in closets])
+        self.ledger.replace_closets(
+            closets,
+            vectors,
+            model=self.embedder.model_name,
+            drawer_ids=[*(d.id for d in drawers), *gone],
+        )
+        self._sync_index()
 
-        Closets are a signal: an extractor that fails is logged and the drawers stay
+    def _build_closets(self, drawers: Sequence[Drawer]) -> list[Closet]:
+        """The closets of ``drawers``.
+
+        Closets are a signal: an extractor that fails is logged and the drawers are
         filed without closets.
         """
         closets: list[Closet] = []
@@ -296,17 +339,7 @@ class Palace:
                 )
             except (PluginError, PluginNotFoundError) as exc:
                 log.warning("no closets were built for %d drawers: %s", len(drawers), exc)
-        vectors = self._embed([c.text for c in closets])
-        removed = self.ledger.replace_closets(
-            closets,
-            vectors,
-            model=self.embedder.model_name,
-            drawer_ids=[*(d.id for d in drawers), *gone],
-        )
-        self.indexes.delete("closets", removed)
-        self.indexes.upsert(
-            "closets", [_closet_entry(c, v) for c, v in zip(closets, vectors, strict=True)]
-        )
+        return closets
 
     def add_texts(
         self,
@@ -359,13 +392,17 @@ class Palace:
         if not drawers:
             return []
         vectors = self._embed(texts)
-        self._claim_model()
-        self.ledger.upsert_drawers(drawers, vectors, model=self.embedder.model_name)
-        self.indexes.upsert(
-            "drawers", [_entry(d, v) for d, v in zip(drawers, vectors, strict=True)]
-        )
-        self._file_closets(drawers, [])
+        with self.writing("add_texts"):
+            self._claim_model()
+            self.ledger.upsert_drawers(drawers, vectors, model=self.embedder.model_name)
+            self._file_closets(drawers, [])
         return [d.id for d in drawers]
+
+    def _source(self, name: str) -> Any:
+        """A fresh instance of the ``name`` source plugin, with the palace's options."""
+        factory = self.plugins.source(name)
+        options = {"max_file_bytes": self.config.mining.max_file_bytes} if name == "files" else {}
+        return factory(options)
 
     def mine(
         self,
@@ -376,8 +413,15 @@ class Palace:
         room: str | None = None,
         user_id: str | None = None,
         progress: bool | None = None,
+        wait: float = 0.0,
     ) -> MineReport:
         """Mine ``path`` with the ``source`` plugin into ``wing``; safe to run again.
+
+        Only what changed since the last mine is read and embedded. A mine that was
+        killed (even by SIGKILL) is finished by running it again: every batch of sources
+        is filed in one ledger transaction, and the vector indexes are brought up to the
+        ledger from its journal when the next write starts. One process mines a palace
+        at a time (see :mod:`palace_retrievers.writer_lock`).
 
         Args:
             path: A file or directory (or whatever the source plugin reads).
@@ -385,40 +429,83 @@ class Palace:
             source: The source plugin (``"files"`` by default).
             room: Put every drawer in this room (default: the source's choice).
             user_id: Owner of the drawers (``None``: unowned).
-            progress: Show a progress bar (``None``: only on a terminal).
+            progress: Show a progress bar (``None``: only on a terminal, after a second).
+            wait: Seconds to wait for another process's write to finish (default: none).
 
         Raises:
             SourceError: ``path`` is missing, unreadable or binary.
             PluginNotFoundError: no plugin provides ``source``.
+            PalaceBusyError: another process is mining (or otherwise writing) this palace.
         """
         target = Path(path).expanduser()
-        source_factory = self.plugins.source(source)
-        options = {"max_file_bytes": self.config.mining.max_file_bytes} if source == "files" else {}
         miner = Miner(
             config=self.config,
-            source=source_factory(options),
+            source=self._source(source),
             file_drawers=self._file_sources,
-            get_state=self.ledger.source_state,
+            get_states=self.ledger.source_states,
             touch=self.ledger.touch_source,
+            plugin=source,
         )
+        from tqdm import tqdm
 
-        def bar(items: Iterable[Any]) -> Iterable[Any]:
-            from tqdm import tqdm
-
-            return tqdm(
-                items,
+        with self.writing("mine", timeout=wait):
+            self._recover()
+            started = time.perf_counter()
+            with tqdm(
                 desc=f"mining {target.name}",
-                unit="file",
+                unit=" files",
+                delay=1.0,
                 disable=None if progress is None else not progress,
-            )
+            ) as bar:
 
-        return miner.mine(
-            target,
-            wing=wing or target.resolve().name or "default",
-            room=room,
-            user_id=user_id,
-            progress=bar,
-        )
+                def counted(items: Iterable[Any]) -> Iterator[Any]:
+                    for item in items:
+                        bar.update(1)
+                        yield item
+
+                def filed(report: MineReport) -> None:
+                    rate = report.drawers_added / max(time.perf_counter() - started, 1e-9)
+                    bar.set_postfix_str(f"{report.drawers_added} drawers, {rate:.1f} drawers/s")
+
+                return miner.mine(
+                    target,
+                    wing=wing or target.resolve().name or "default",
+                    room=room,
+                    user_id=user_id,
+                    progress=counted,
+                    on_filed=filed,
+                )
+
+    def sync(
+        self, path: str | os.PathLike[str] | None = None, *, dry_run: bool = False
+    ) -> SyncReport:
+        """Remove the drawers of sources that are gone from the paths they were mined from.
+
+        Every root recorded by :meth:`mine` (or only those at, under or above ``path``) is
+        listed again by the source plugin that mined it; a source it no longer lists
+        (deleted, or now ignored by ``.gitignore``) loses its drawers and closets, in one
+        transaction per root. A root that no longer exists at all is left alone (it may
+        be an unmounted disk) unless ``path`` names it or a folder above it.
+
+        Args:
+            path: Only sources under this path (default: every mined root).
+            dry_run: Count what would be removed, remove nothing.
+
+        Raises:
+            PalaceBusyError: another process is mining (or otherwise writing) this palace.
+        """
+        target = Path(path).expanduser().resolve() if path is not None else None
+        with self.writing("sync", timeout=0.0):
+            self._recover()
+            report = find_gone(self.ledger, target, source=self._source, dry_run=dry_run)
+            if not dry_run:
+                for root in report.roots:
+                    if root.gone:
+                        report.drawers_removed += self.ledger.delete_sources(
+                            root.wing, list(root.gone)
+                        )
+                self._sync_index()
+            return report
 
     # -- reading ------------------------------------------------------------------------
 
@@ -509,10 +596,11 @@ class Palace:
 
     def delete(self, ids: Sequence[str], *, user_id: str | None = None) -> int:
         """Delete the drawers with these ids that belong to ``user_id``; returns how many."""
-        mine = [d.id for d in self.get(ids, user_id=user_id)]
-        deleted = self.ledger.delete_drawers(mine)
-        self.indexes.delete("drawers", deleted)
-        self.indexes.delete("closets", self.ledger.prune_closets())
+        with self.writing("delete"):
+            mine = [d.id for d in self.get(ids, user_id=user_id)]
+            deleted = self.ledger.delete_drawers(mine)
+            self.ledger.prune_closets()
+            self._sync_index()
         return len(deleted)
 
     def stats(self) -> PalaceStats:
@@ -537,7 +625,14 @@ class Palace:
 
         When the configured embedding model differs from the palace's, every drawer is
         re-embedded with the configured one first.
+
+        Raises:
+            PalaceBusyError: another process is mining (or otherwise writing) this palace.
         """
+        with self._writer.hold("reindex", timeout=0.0):
+            return self._reindex(progress=progress)
+
+    def _reindex(self, *, progress: Progress | None) -> int:
         if self.ledger.get_meta("embedding_model") not in (None, self.embedder.model_name):
             for batch in self.ledger.iter_drawers(batch_size=self.config.mining.batch_size):
                 vectors = self._embed([d.text for d in batch])
@@ -551,7 +646,10 @@ class Palace:
                 )
             self.ledger.set_meta("embedding_model", self.embedder.model_name)
             self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
-        return self.indexes.rebuild(progress=progress)
+        count = self.indexes.rebuild(progress=progress)
+        for collection in COLLECTIONS:
+            self.ledger.clear_pending(collection)  # the rebuild applied everything
+        return count
 
 
 def _check_model(ledger: Ledger, embedder: Embedder) -> None:

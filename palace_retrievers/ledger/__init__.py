@@ -23,7 +23,11 @@ from palace_retrievers.records import Drawer, Filter
 
 @dataclass(frozen=True, slots=True)
 class SourceState:
-    """What the ledger remembers of a mined source, to tell whether it changed."""
+    """What the ledger remembers of a mined source, to tell whether it changed.
+
+    ``root`` is the path that was mined (absolute) and ``plugin`` the source plugin that
+    read it, so that ``palace sync`` can look again for what is gone.
+    """
 
     wing: str
     key: str
@@ -32,6 +36,19 @@ class SourceState:
     mtime: float | None
     normalize_version: int
     drawer_count: int = 0
+    root: str | None = None
+    plugin: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MinedRoot:
+    """A path mined into a wing with a source plugin, and how many sources it gave."""
+
+    wing: str
+    root: str
+    plugin: str
+    sources: int
+    drawers: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +106,48 @@ class Ledger(ABC):
         """Replace every drawer of a source at once; return the ids no longer present."""
 
     @abstractmethod
+    def file_sources(
+        self,
+        sources: Sequence[tuple[SourceState, Sequence[Drawer]]],
+        vectors: Vectors,
+        closets: Sequence[Closet],
+        closet_vectors: Vectors,
+        *,
+        model: str,
+    ) -> list[str]:
+        """Replace the drawers of several sources and file their closets, all in one
+        transaction; ``vectors`` holds the drawers' vectors in order. Closets pointing to
+        the replaced drawers are replaced too. Returns the drawer ids no longer present."""
+
+    @abstractmethod
     def source_state(self, wing: str, key: str) -> SourceState | None:
         """What was recorded when the source was last mined, or ``None``."""
+
+    @abstractmethod
+    def source_states(self, wing: str) -> dict[str, SourceState]:
+        """Every source recorded in ``wing``, by key (one query, for a mine's fast path)."""
+
+    @abstractmethod
+    def mined_roots(self) -> list[MinedRoot]:
+        """Every (wing, root, plugin) that sources were mined from (recorded roots only)."""
+
+    @abstractmethod
+    def delete_sources(self, wing: str, keys: Sequence[str]) -> int:
+        """Forget these sources with their drawers and closets, in one transaction;
+        returns how many drawers were deleted."""
+
+    @abstractmethod
+    def pending_index(self, collection: str, *, limit: int = 1024) -> list[str]:
+        """Ids of ``collection`` whose vector-index entry may lag the ledger (the journal
+        the ledger writes with every change), at most ``limit`` of them."""
+
+    @abstractmethod
+    def clear_pending(self, collection: str, ids: Sequence[str] | None = None) -> None:
+        """Mark these ids (all when ``None``) as applied to the vector index."""
+
+    @abstractmethod
+    def index_entries(self, collection: str, ids: Sequence[str]) -> list[IndexEntry]:
+        """The stored vectors of these ids as index entries (ids with none left out)."""
 
     @abstractmethod
     def touch_source(self, state: SourceState) -> None:
@@ -180,4 +237,4 @@ class Ledger(ABC):
 
 from palace_retrievers.ledger.sqlite import SQLiteLedger  # noqa: E402  (re-export)
 
-__all__ = ["Ledger", "LedgerStats", "SQLiteLedger", "SourceState", "VectorTable"]
+__all__ = ["Ledger", "LedgerStats", "MinedRoot", "SQLiteLedger", "SourceState", "VectorTable"]

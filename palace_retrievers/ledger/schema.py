@@ -102,6 +102,50 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT INTO drawers_trigram (rowid, text) VALUES (new.rowid, new.text);
     END;
     """,
+    # 2: where each source was mined from, and the vector-index journal.
+    """
+    ALTER TABLE sources ADD COLUMN root TEXT;
+    ALTER TABLE sources ADD COLUMN plugin TEXT;
+    CREATE INDEX sources_root ON sources (root, wing);
+
+    -- Ids whose vector-index entry may not match the ledger yet. Triggers write them in
+    -- the same transaction as the change; they are cleared once the index has caught up,
+    -- so whatever a killed writer left behind is replayed by the next one. (NOT EXISTS,
+    -- not INSERT OR IGNORE: an upsert's conflict clause would override the trigger's.)
+    CREATE TABLE index_pending (
+        collection TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        PRIMARY KEY (collection, id)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER drawers_pending_ai AFTER INSERT ON drawers BEGIN
+        INSERT INTO index_pending SELECT 'drawers', new.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'drawers' AND id = new.id);
+    END;
+    CREATE TRIGGER drawers_pending_au AFTER UPDATE ON drawers BEGIN
+        INSERT INTO index_pending SELECT 'drawers', old.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'drawers' AND id = old.id);
+        INSERT INTO index_pending SELECT 'drawers', new.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'drawers' AND id = new.id);
+    END;
+    CREATE TRIGGER drawers_pending_ad AFTER DELETE ON drawers BEGIN
+        INSERT INTO index_pending SELECT 'drawers', old.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'drawers' AND id = old.id);
+    END;
+    CREATE TRIGGER closets_pending_ai AFTER INSERT ON closets BEGIN
+        INSERT INTO index_pending SELECT 'closets', new.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'closets' AND id = new.id);
+    END;
+    CREATE TRIGGER closets_pending_au AFTER UPDATE ON closets BEGIN
+        INSERT INTO index_pending SELECT 'closets', old.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'closets' AND id = old.id);
+        INSERT INTO index_pending SELECT 'closets', new.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'closets' AND id = new.id);
+    END;
+    CREATE TRIGGER closets_pending_ad AFTER DELETE ON closets BEGIN
+        INSERT INTO index_pending SELECT 'closets', old.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'closets' AND id = old.id);
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

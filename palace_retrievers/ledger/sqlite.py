@@ -23,7 +23,7 @@ from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import SchemaError
 from palace_retrievers.index import IndexEntry
-from palace_retrievers.ledger import Ledger, LedgerStats, SourceState, VectorTable
+from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
 from palace_retrievers.records import Drawer, Filter
 
@@ -36,6 +36,9 @@ _DRAWER_COLUMNS = (
 _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _TABLES = {"drawers": "drawers", "closets": "closets"}
+_SOURCE_COLUMNS = (
+    "wing, source_key, location, content_hash, mtime, normalize_version, drawer_count, root, plugin"
+)
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -110,6 +113,8 @@ class SQLiteLedger(Ledger):
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
             with self._write() as db:
+                if self.schema_version >= version:
+                    continue  # another process migrated it while this one waited
                 for statement in _statements(MIGRATIONS[version - 1]):
                     db.execute(statement)
                 db.execute(
@@ -125,13 +130,13 @@ class SQLiteLedger(Ledger):
         return int(row[0] or 0)
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, bump: bool = True) -> Iterator[sqlite3.Connection]:
         """A write transaction that bumps the generation; rolled back on any error."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
-                if self.schema_version >= 1:
+                if bump and self.schema_version >= 1:
                     self._db.execute(
                         "UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                         "WHERE key = 'generation'"
@@ -217,54 +222,117 @@ class SQLiteLedger(Ledger):
         with self._write() as db:
             self._insert(db, drawers, vectors, model, None)
 
+    def _replace_source(
+        self,
+        db: sqlite3.Connection,
+        state: SourceState,
+        drawers: Sequence[Drawer],
+        vectors: Vectors,
+        model: str,
+    ) -> list[str]:
+        keep = {d.id for d in drawers}
+        old = [
+            row[0]
+            for row in db.execute(
+                "SELECT id FROM drawers WHERE wing = ? AND source_key = ?",
+                (state.wing, state.key),
+            )
+        ]
+        removed = [i for i in old if i not in keep]
+        db.executemany("DELETE FROM drawers WHERE id = ?", [(i,) for i in removed])
+        db.execute(
+            "INSERT INTO sources (wing, source_key, location, content_hash, mtime, "
+            "normalize_version, mined_at, drawer_count, root, plugin) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (wing, source_key) DO UPDATE SET location = excluded.location, "
+            "content_hash = excluded.content_hash, mtime = excluded.mtime, "
+            "normalize_version = excluded.normalize_version, mined_at = excluded.mined_at, "
+            "drawer_count = excluded.drawer_count, root = excluded.root, "
+            "plugin = excluded.plugin",
+            (
+                state.wing,
+                state.key,
+                state.location,
+                state.content_hash,
+                state.mtime,
+                state.normalize_version,
+                _iso(datetime.now(UTC)),
+                len(drawers),
+                state.root,
+                state.plugin,
+            ),
+        )
+        self._insert(db, drawers, vectors, model, state.key)
+        return removed
+
     def replace_source(
         self, state: SourceState, drawers: Sequence[Drawer], vectors: Vectors, *, model: str
     ) -> list[str]:
-        keep = {d.id for d in drawers}
         with self._write() as db:
-            old = [
-                row[0]
-                for row in db.execute(
-                    "SELECT id FROM drawers WHERE wing = ? AND source_key = ?",
-                    (state.wing, state.key),
-                )
-            ]
-            removed = [i for i in old if i not in keep]
-            db.executemany("DELETE FROM drawers WHERE id = ?", [(i,) for i in removed])
-            db.execute(
-                "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (wing, source_key) DO UPDATE SET location = excluded.location, "
-                "content_hash = excluded.content_hash, mtime = excluded.mtime, "
-                "normalize_version = excluded.normalize_version, mined_at = excluded.mined_at, "
-                "drawer_count = excluded.drawer_count",
-                (
-                    state.wing,
-                    state.key,
-                    state.location,
-                    state.content_hash,
-                    state.mtime,
-                    state.normalize_version,
-                    _iso(datetime.now(UTC)),
-                    len(drawers),
-                ),
-            )
-            self._insert(db, drawers, vectors, model, state.key)
+            return self._replace_source(db, state, drawers, vectors, model)
+
+    def file_sources(
+        self,
+        sources: Sequence[tuple[SourceState, Sequence[Drawer]]],
+        vectors: Vectors,
+        closets: Sequence[Closet],
+        closet_vectors: Vectors,
+        *,
+        model: str,
+    ) -> list[str]:
+        total = sum(len(drawers) for _, drawers in sources)
+        if total != len(vectors):
+            raise ValueError(f"{total} drawers but {len(vectors)} vectors")
+        removed: list[str] = []
+        filed: list[str] = []
+        with self._write() as db:
+            offset = 0
+            for state, drawers in sources:
+                part = vectors[offset : offset + len(drawers)]
+                offset += len(drawers)
+                removed.extend(self._replace_source(db, state, drawers, part, model))
+                filed.extend(d.id for d in drawers)
+            self._replace_closets(db, closets, closet_vectors, model, [*filed, *removed])
         return removed
 
     def source_state(self, wing: str, key: str) -> SourceState | None:
         rows = self._read(
-            "SELECT wing, source_key, location, content_hash, mtime, normalize_version, "
-            "drawer_count FROM sources WHERE wing = ? AND source_key = ?",
+            f"SELECT {_SOURCE_COLUMNS} FROM sources WHERE wing = ? AND source_key = ?",
             (wing, key),
         )
         return SourceState(*rows[0]) if rows else None
 
+    def source_states(self, wing: str) -> dict[str, SourceState]:
+        rows = self._read(f"SELECT {_SOURCE_COLUMNS} FROM sources WHERE wing = ?", (wing,))
+        return {row[1]: SourceState(*row) for row in rows}
+
     def touch_source(self, state: SourceState) -> None:
-        with self._write() as db:
+        with self._write(bump=False) as db:
             db.execute(
-                "UPDATE sources SET mtime = ?, location = ? WHERE wing = ? AND source_key = ?",
-                (state.mtime, state.location, state.wing, state.key),
+                "UPDATE sources SET mtime = ?, location = ?, root = coalesce(?, root), "
+                "plugin = coalesce(?, plugin) WHERE wing = ? AND source_key = ?",
+                (state.mtime, state.location, state.root, state.plugin, state.wing, state.key),
             )
+
+    def mined_roots(self) -> list[MinedRoot]:
+        rows = self._read(
+            "SELECT wing, root, plugin, count(*), coalesce(sum(drawer_count), 0) FROM sources "
+            "WHERE root IS NOT NULL AND plugin IS NOT NULL "
+            "GROUP BY wing, root, plugin ORDER BY root, wing, plugin"
+        )
+        return [MinedRoot(*row) for row in rows]
+
+    def delete_sources(self, wing: str, keys: Sequence[str]) -> int:
+        deleted = 0
+        with self._write() as db:
+            for key in dict.fromkeys(keys):
+                deleted += db.execute(
+                    "DELETE FROM drawers WHERE wing = ? AND source_key = ?", (wing, key)
+                ).rowcount
+                db.execute("DELETE FROM sources WHERE wing = ? AND source_key = ?", (wing, key))
+            orphans = self._orphans(db)
+            db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in orphans])
+        return deleted
 
     @staticmethod
     def _drawer(row: Sequence[Any]) -> Drawer:
@@ -345,23 +413,67 @@ class SQLiteLedger(Ledger):
             (after, limit),
         )
 
+    @staticmethod
+    def _entries(rows: Sequence[Any]) -> list[IndexEntry]:
+        return [
+            IndexEntry(
+                id=r[1],
+                vector=np.frombuffer(r[2], dtype="<f4").astype(np.float32),
+                wing=r[3],
+                room=r[4],
+                user_id=r[5],
+                kind=r[6],
+                timestamp=r[7],
+                source=r[8],
+            )
+            for r in rows
+        ]
+
     def iter_entries(self, collection: str, *, batch_size: int = 512) -> Iterator[list[IndexEntry]]:
         last = 0
         while rows := self._vector_rows(collection, last, batch_size):
             last = rows[-1][0]
-            yield [
-                IndexEntry(
-                    id=r[1],
-                    vector=np.frombuffer(r[2], dtype="<f4").astype(np.float32),
-                    wing=r[3],
-                    room=r[4],
-                    user_id=r[5],
-                    kind=r[6],
-                    timestamp=r[7],
-                    source=r[8],
+            yield self._entries(rows)
+
+    def index_entries(self, collection: str, ids: Sequence[str]) -> list[IndexEntry]:
+        table = _TABLES[collection]
+        source = "source" if table == "drawers" else "coalesce(source_key, '')"
+        kind = "kind" if table == "drawers" else "'closet'"
+        out: list[IndexEntry] = []
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            out.extend(
+                self._entries(
+                    self._read(
+                        f"SELECT rowid, id, embedding, wing, room, user_id, {kind}, ts, {source} "
+                        f"FROM {table} WHERE embedding IS NOT NULL AND id IN ({marks}) "
+                        "ORDER BY rowid",
+                        batch,
+                    )
                 )
-                for r in rows
-            ]
+            )
+        return out
+
+    # -- the vector-index journal -------------------------------------------------------
+
+    def pending_index(self, collection: str, *, limit: int = 1024) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM index_pending WHERE collection = ? ORDER BY id LIMIT ?",
+            (collection, limit),
+        )
+        return [r[0] for r in rows]
+
+    def clear_pending(self, collection: str, ids: Sequence[str] | None = None) -> None:
+        with self._write(bump=False) as db:
+            if ids is None:
+                db.execute("DELETE FROM index_pending WHERE collection = ?", (collection,))
+            else:
+                db.executemany(
+                    "DELETE FROM index_pending WHERE collection = ? AND id = ?",
+                    [(collection, i) for i in ids],
+                )
 
     def count_vectors(self, collection: str) -> int:
         table = _TABLES[collection]
@@ -454,59 +566,68 @@ class SQLiteLedger(Ledger):
         model: str,
         drawer_ids: Sequence[str],
     ) -> list[str]:
+        with self._write() as db:
+            return self._replace_closets(db, closets, vectors, model, drawer_ids)
+
+    def _replace_closets(
+        self,
+        db: sqlite3.Connection,
+        closets: Sequence[Closet],
+        vectors: Vectors,
+        model: str,
+        drawer_ids: Sequence[str],
+    ) -> list[str]:
         if len(closets) != len(vectors):
             raise ValueError(f"{len(closets)} closets but {len(vectors)} vectors")
         now = datetime.now(UTC)
         removed: set[str] = set()
-        with self._write() as db:
-            unique = list(dict.fromkeys(drawer_ids))
-            for start in range(0, len(unique), 500):
-                batch = unique[start : start + 500]
-                marks = ",".join("?" * len(batch))
-                removed.update(
-                    row[0]
-                    for row in db.execute(
-                        f"SELECT DISTINCT closet_id FROM closet_drawers "
-                        f"WHERE drawer_id IN ({marks})",
-                        batch,
-                    )
-                )
-            removed.update(self._orphans(db))
-            db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in sorted(removed)])
-            known = {
+        unique = list(dict.fromkeys(drawer_ids))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            removed.update(
                 row[0]
-                for d in {i for c in closets for i in c.drawer_ids}
-                for row in db.execute("SELECT id FROM drawers WHERE id = ?", (d,))
-            }
-            for closet, vector in zip(closets, vectors, strict=True):
-                pointers = [i for i in closet.drawer_ids if i in known]
-                if not pointers:
-                    continue
-                db.execute(
-                    "INSERT INTO closets (id, line, wing, room, source_key, user_id, extractor, "
-                    "filed_at, ts, embedding, embedding_model) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                    "line = excluded.line, embedding = excluded.embedding, "
-                    "embedding_model = excluded.embedding_model",
-                    (
-                        closet.id,
-                        closet.line,
-                        closet.wing,
-                        closet.room,
-                        closet.source,
-                        closet.user_id or "",
-                        closet.extractor,
-                        _iso(now),
-                        now.timestamp(),
-                        np.asarray(vector, dtype="<f4").tobytes(),
-                        model,
-                    ),
+                for row in db.execute(
+                    f"SELECT DISTINCT closet_id FROM closet_drawers WHERE drawer_id IN ({marks})",
+                    batch,
                 )
-                db.executemany(
-                    "INSERT OR IGNORE INTO closet_drawers VALUES (?, ?)",
-                    [(closet.id, i) for i in pointers],
-                )
-                removed.discard(closet.id)
+            )
+        removed.update(self._orphans(db))
+        db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in sorted(removed)])
+        known = {
+            row[0]
+            for d in {i for c in closets for i in c.drawer_ids}
+            for row in db.execute("SELECT id FROM drawers WHERE id = ?", (d,))
+        }
+        for closet, vector in zip(closets, vectors, strict=True):
+            pointers = [i for i in closet.drawer_ids if i in known]
+            if not pointers:
+                continue
+            db.execute(
+                "INSERT INTO closets (id, line, wing, room, source_key, user_id, extractor, "
+                "filed_at, ts, embedding, embedding_model) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "line = excluded.line, embedding = excluded.embedding, "
+                "embedding_model = excluded.embedding_model",
+                (
+                    closet.id,
+                    closet.line,
+                    closet.wing,
+                    closet.room,
+                    closet.source,
+                    closet.user_id or "",
+                    closet.extractor,
+                    _iso(now),
+                    now.timestamp(),
+                    np.asarray(vector, dtype="<f4").tobytes(),
+                    model,
+                ),
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO closet_drawers VALUES (?, ?)",
+                [(closet.id, i) for i in pointers],
+            )
+            removed.discard(closet.id)
         return sorted(removed)
 
     def prune_closets(self) -> list[str]:

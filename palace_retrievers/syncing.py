@@ -1,0 +1,115 @@
+"""Syncing: find the mined sources that are gone from the paths they were mined from.
+
+Every source the miner files records its *root* (the path given to ``palace mine``,
+absolute) and the source plugin that read it. :func:`find_gone` lists each root again
+with that plugin and compares: a recorded source the plugin no longer lists was deleted
+or is now ignored (``.gitignore``), and its drawers are to be removed. What cannot be
+checked is kept, with a note saying why: a root that no longer exists (it may be an
+unmounted disk) unless the caller named it, a plugin that is not installed, a root the
+plugin cannot list, and any source the plugin listed as skipped (unreadable, malformed):
+bad input never costs the palace what it already holds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from palace_retrievers.errors import PluginNotFoundError, SourceError
+from palace_retrievers.ledger import Ledger
+from palace_retrievers.sources import Skipped, Source
+
+
+@dataclass(slots=True)
+class RootCheck:
+    """One mined root, checked again.
+
+    Attributes:
+        wing: The wing its sources were filed in.
+        root: The path that was mined.
+        plugin: The source plugin that mined it.
+        sources: Sources recorded from it.
+        gone: Keys of the sources no longer there, with their drawer counts.
+        note: Why (some of) it was kept without being checked, if it was.
+    """
+
+    wing: str
+    root: str
+    plugin: str
+    sources: int
+    gone: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What a sync found (and, unless ``dry_run``, removed)."""
+
+    path: str | None
+    dry_run: bool = False
+    roots: list[RootCheck] = field(default_factory=list)
+    drawers_removed: int = 0
+
+    @property
+    def sources_removed(self) -> int:
+        """Sources gone (removed, or to be removed in a dry run)."""
+        return sum(len(r.gone) for r in self.roots)
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def find_gone(
+    ledger: Ledger,
+    target: Path | None,
+    *,
+    source: Callable[[str], Source],
+    dry_run: bool = False,
+) -> SyncReport:
+    """Check every mined root at, under or above ``target`` (all when ``None``).
+
+    Args:
+        ledger: Where the sources and their roots are recorded.
+        target: An absolute, resolved path, or ``None``.
+        source: Makes the source plugin of a given name.
+        dry_run: Recorded on the report; nothing is removed here in any case.
+    """
+    report = SyncReport(path=None if target is None else str(target), dry_run=dry_run)
+    for mined in ledger.mined_roots():
+        root = Path(mined.root)
+        if target is not None and not (_within(root, target) or _within(target, root)):
+            continue
+        check = RootCheck(mined.wing, mined.root, mined.plugin, mined.sources)
+        report.roots.append(check)
+        named = target is not None and _within(root, target)
+        listed: set[str] = set()
+        skipped: set[str] = set()
+        if not os.path.lexists(root):
+            if not named:
+                check.note = (
+                    f"{root} no longer exists; its drawers are kept "
+                    f"(`palace sync {root}` removes them)"
+                )
+                continue
+        else:
+            try:
+                for entry in source(mined.plugin).scan(root):
+                    if isinstance(entry, Skipped):
+                        skipped.add(entry.location)
+                    else:
+                        listed.add(entry.key)
+            except (PluginNotFoundError, SourceError) as exc:
+                check.note = f"not checked, its drawers are kept: {exc}"
+                continue
+        for key, state in sorted(ledger.source_states(mined.wing).items()):
+            if state.root != mined.root or key in listed or state.location in skipped:
+                continue
+            if not named and target is not None and not _within(Path(state.location), target):
+                continue  # outside the folder asked about
+            check.gone[key] = state.drawer_count
+    if dry_run:
+        report.drawers_removed = sum(sum(r.gone.values()) for r in report.roots)
+    return report
