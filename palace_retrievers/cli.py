@@ -145,6 +145,8 @@ def mine(
         f"{report.drawers_added} drawers filed, {report.drawers_removed} removed, "
         f"{report.unchanged} unchanged, {len(report.skipped)} skipped"
     )
+    if not report.seen and not report.skipped:
+        click.echo(f"  found nothing to mine in {report.path}")
     for skipped in report.skipped:
         click.echo(f"  skipped {skipped.location}: {skipped.reason}")
     if report.gone:

@@ -27,6 +27,20 @@ from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEnt
 log = logging.getLogger(__name__)
 
 
+def resolve_root(path: Path) -> Path:
+    """``path`` made absolute, symlinks resolved: how a mined root is recorded.
+
+    Raises:
+        SourceError: ``path`` is (or goes through) a symlink loop.
+    """
+    try:
+        return path.expanduser().resolve()
+    except RuntimeError:  # what Python < 3.13 raises on a loop
+        raise SourceError(f"cannot mine {path}: it is a symlink loop") from None
+    except OSError as exc:
+        raise SourceError(f"cannot mine {path}: {exc.strerror or exc}") from None
+
+
 @dataclass(slots=True)
 class MineReport:
     """What a mine did.
@@ -158,7 +172,7 @@ class Miner:
             SourceError: ``path`` cannot be mined at all.
         """
         report = MineReport(path=str(path), wing=wing)
-        root = str(path.expanduser().resolve())
+        root = str(resolve_root(path))
         known = self._get_states(wing)
         seen: set[str] = set()
         pending: list[_Pending] = []
@@ -213,6 +227,8 @@ class Miner:
                 report.unchanged += 1
                 continue
             drawers = self._drawers(entry, document, wing=wing, room=room, user_id=user_id)
+            if not drawers:  # still filed: an emptied source must lose its old drawers
+                report.skipped.append(Skipped(entry.location, "no text to file: it is empty"))
             pending.append(_Pending(new_state, drawers))
             waiting += len(drawers)
             report.mined += 1

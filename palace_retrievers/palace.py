@@ -37,7 +37,7 @@ from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
-from palace_retrievers.mining import Miner, MineReport
+from palace_retrievers.mining import Miner, MineReport, resolve_root
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
 from palace_retrievers.search import SearchPipeline
 from palace_retrievers.syncing import SyncReport, find_gone
@@ -469,7 +469,7 @@ class Palace:
 
                 return miner.mine(
                     target,
-                    wing=wing or target.resolve().name or "default",
+                    wing=wing or resolve_root(target).name or "default",
                     room=room,
                     user_id=user_id,
                     progress=counted,
@@ -494,7 +494,7 @@ class Palace:
         Raises:
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
         """
-        target = Path(path).expanduser().resolve() if path is not None else None
+        target = resolve_root(Path(path)) if path is not None else None
         with self.writing("sync", timeout=0.0):
             self._recover()
             report = find_gone(self.ledger, target, source=self._source, dry_run=dry_run)
