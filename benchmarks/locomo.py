@@ -1,8 +1,10 @@
 """Retrieval recall on LoCoMo (Maharana et al. 2024): the palace against plain baselines.
 
 Each conversation is its own wing of one palace; each turn is one drawer,
-``"[<session date>] <speaker>: <text>"``, added with ``Palace.add_texts`` and found with
-``Palace.search`` (the public API every integration calls). Questions of categories 1-4
+``"[<session date>] <speaker>: <text>"``, added through ``langchain_palace``'s
+``PalaceVectorStore`` and found only through the public retriever,
+``langchain_palace.PalaceRetriever.invoke`` (which runs ``Palace.search``, the pipeline every
+entry point shares). Questions of categories 1-4
 are asked against their own conversation. In the same run, on the same drawers: plain
 vector search (cosine over the same MiniLM vectors, exact) and plain BM25 (rank-bm25 over
 lower-cased words, no stop words or stemming).
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_palace import PalaceRetriever, PalaceVectorStore
 from rank_bm25 import BM25Okapi
 
 from palace_retrievers import Palace
@@ -64,15 +67,18 @@ def session_of(drawer_id: str) -> str:
     return drawer_id.rsplit(":", 1)[0]
 
 
-def load(path: Path) -> tuple[dict[str, list[tuple[str, str, int]]], list[Question]]:
-    """Turns per wing ``(id, text, position)`` and the questions of categories 1-4."""
+Turn = tuple[str, str, int, str]  # id, drawer text, position in its session, speaker
+
+
+def load(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
+    """Turns per wing ``(id, text, position, speaker)`` and the questions of categories 1-4."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    wings: dict[str, list[tuple[str, str, int]]] = {}
+    wings: dict[str, list[Turn]] = {}
     questions: list[Question] = []
     for sample in data:
         wing = sample["sample_id"]
         conv = sample["conversation"]
-        turns: list[tuple[str, str, int]] = []
+        turns: list[Turn] = []
         sessions = sorted(
             int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
         )
@@ -83,7 +89,9 @@ def load(path: Path) -> tuple[dict[str, list[tuple[str, str, int]]], list[Questi
                 if match is None:
                     continue
                 text = f"[{date}] {turn['speaker']}: {turn['text']}"
-                turns.append((turn_id(wing, number, int(match.group(2))), text, position))
+                turns.append(
+                    (turn_id(wing, number, int(match.group(2))), text, position, turn["speaker"])
+                )
         wings[wing] = turns
         known = {t[0] for t in turns}
         for qa in sample["qa"]:
@@ -99,41 +107,43 @@ def load(path: Path) -> tuple[dict[str, list[tuple[str, str, int]]], list[Questi
     return wings, questions
 
 
-def index(palace: Palace, wings: dict[str, list[tuple[str, str, int]]]) -> float:
-    """Add every turn as a drawer; returns the seconds it took."""
+def index(palace: Palace, wings: dict[str, list[Turn]]) -> float:
+    """Add every turn as a drawer through the LangChain vector store; returns the seconds."""
     start = time.perf_counter()
     for wing, turns in wings.items():
-        palace.add_texts(
-            [text for _, text, _ in turns],
+        store = PalaceVectorStore(palace, wing=wing)
+        store.add_texts(
+            [text for _, text, _, _ in turns],
             metadatas=[
-                {"wing": wing, "source": session_of(i), "chunk_index": position}
-                for i, _, position in turns
+                {"source": session_of(i), "chunk_index": position, "speaker": speaker}
+                for i, _, position, speaker in turns
             ],
-            ids=[i for i, _, _ in turns],
+            ids=[i for i, _, _, _ in turns],
         )
     return time.perf_counter() - start
 
 
 def run_palace(palace: Palace, questions: Sequence[Question]) -> System:
     system = System("palace")
+    retriever = PalaceRetriever(palace=palace, k=10)
     for q in questions:
         start = time.perf_counter()
-        top = palace.search(q.text, k=10, wing=q.wing)
+        top = retriever.invoke(q.text, wing=q.wing)
         system.latencies.append(time.perf_counter() - start)
-        curve = [h.id for h in palace.search(q.text, k=CURVE_K, wing=q.wing)]
-        ten = [h.id for h in top]
+        curve = [str(d.id) for d in retriever.invoke(q.text, k=CURVE_K, wing=q.wing)]
+        ten = [str(d.id) for d in top]
         # The k=10 answer is what a user gets; the longer list only extends the curve.
         system.rankings.append(ten + [i for i in curve if i not in ten])
     return system
 
 
 def run_vector(
-    palace: Palace, wings: dict[str, list[tuple[str, str, int]]], questions: Sequence[Question]
+    palace: Palace, wings: dict[str, list[Turn]], questions: Sequence[Question]
 ) -> System:
     system = System("vector (MiniLM)")
     tables = {}
     for wing, turns in wings.items():
-        ids = [i for i, _, _ in turns]
+        ids = [i for i, _, _, _ in turns]
         stored = palace.ledger.drawer_vectors(ids)
         tables[wing] = (ids, np.stack([stored[i] for i in ids]))
     for q in questions:
@@ -146,10 +156,13 @@ def run_vector(
     return system
 
 
-def run_bm25(wings: dict[str, list[tuple[str, str, int]]], questions: Sequence[Question]) -> System:
+def run_bm25(wings: dict[str, list[Turn]], questions: Sequence[Question]) -> System:
     system = System("BM25")
     models = {
-        wing: ([i for i, _, _ in turns], BM25Okapi([_WORD.findall(t.lower()) for _, t, _ in turns]))
+        wing: (
+            [i for i, _, _, _ in turns],
+            BM25Okapi([_WORD.findall(t.lower()) for _, t, _, _ in turns]),
+        )
         for wing, turns in wings.items()
     }
     for q in questions:

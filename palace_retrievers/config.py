@@ -103,6 +103,20 @@ class SearchConfig:
         default=0.0,
         metadata=_doc("share of an adjacent chunk's score (same source) added to a drawer's"),
     )
+    context_weight: float = field(
+        default=0.0,
+        metadata=_doc(
+            "share of a chunk's vector score taken from its best neighbour's cosine "
+            "(within context_window chunks of the same source)"
+        ),
+    )
+    speaker_weight: float = field(
+        default=0.0,
+        metadata=_doc("added to a drawer whose `speaker` metadata the query names"),
+    )
+    context_window: int = field(
+        default=1, metadata=_doc("chunks either side that contextual scoring looks at")
+    )
 
     def __post_init__(self) -> None:
         for name in (
@@ -120,13 +134,23 @@ class SearchConfig:
                 f"search.closet_boosts must lie in [0, 1] (a boost only raises), "
                 f"not {self.closet_boosts}"
             )
-        for name in ("vector_weight", "bm25_weight", "bm25_b", "neighbour_weight"):
+        for name in (
+            "vector_weight",
+            "bm25_weight",
+            "bm25_b",
+            "neighbour_weight",
+            "context_weight",
+            "speaker_weight",
+        ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"search.{name} must lie in [0, 1], not {getattr(self, name)}")
         if self.vector_weight + self.bm25_weight <= 0:
             raise ConfigError("search.vector_weight and search.bm25_weight cannot both be 0")
-        if self.bm25_k1 < 0 or self.grep_neighbours < 0:
-            raise ConfigError("search.bm25_k1 and search.grep_neighbours cannot be negative")
+        if self.bm25_k1 < 0 or self.grep_neighbours < 0 or self.context_window < 0:
+            raise ConfigError(
+                "search.bm25_k1, search.grep_neighbours and search.context_window "
+                "cannot be negative"
+            )
         for name, allowed in (
             ("fusion", FUSIONS),
             ("normalisation", NORMALISATIONS),

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from rank_bm25 import BM25Okapi
 
 from palace_retrievers import fusion
 from palace_retrievers.config import SearchConfig
@@ -70,27 +69,36 @@ def check_query(query: object, k: object, *, max_chars: int) -> str:
     return query
 
 
-class _PositiveIdfBM25(BM25Okapi):  # type: ignore[misc]
-    """Okapi BM25 with Lucene's idf, ``log(1 + (N - n + 0.5) / (n + 0.5))``: always
-    positive, so a term found in half of a small candidate set still counts."""
-
-    def _calc_idf(self, nd: dict[str, int]) -> None:
-        n = self.corpus_size
-        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in nd.items()}
-        self.average_idf = sum(self.idf.values()) / max(len(self.idf), 1)
-
-
 def bm25_scores(
     query_terms: Sequence[str], documents: Sequence[Sequence[str]], *, k1: float, b: float
 ) -> list[float]:
-    """BM25 (rank-bm25's Okapi, Lucene idf) of each tokenised document for ``query_terms``.
+    """BM25 (Okapi, with Lucene's idf) of each tokenised document for ``query_terms``.
 
     The statistics (idf, average length) are those of ``documents``: the candidate set.
+    The idf is ``log(1 + (N - n + 0.5) / (n + 0.5))``, always positive, so a term found
+    in half of a small candidate set still counts. The scores are exactly those of
+    rank-bm25's ``BM25Okapi`` with that idf (tested), computed for the query's terms only.
     """
     if not documents or not query_terms or not any(documents):
         return [0.0] * len(documents)
-    model = _PositiveIdfBM25([list(d) or [""] for d in documents], k1=k1, b=b)
-    return [max(0.0, float(s)) for s in model.get_scores(list(query_terms))]
+    wanted = set(query_terms)
+    lengths = np.array([max(len(d), 1) for d in documents], dtype=np.float64)
+    counts = {t: np.zeros(len(documents), dtype=np.float64) for t in wanted}
+    for row, document in enumerate(documents):
+        for term in document:
+            if term in wanted:
+                counts[term][row] += 1
+    n = len(documents)
+    norm = k1 * (1 - b + b * lengths / lengths.mean())
+    scores = np.zeros(n, dtype=np.float64)
+    for term in query_terms:
+        tf = counts[term]
+        found = int(np.count_nonzero(tf))
+        if not found:
+            continue
+        idf = math.log(1 + (n - found + 0.5) / (found + 0.5))
+        scores += idf * tf * (k1 + 1) / (tf + norm)
+    return [max(0.0, float(s)) for s in scores]
 
 
 class SearchPipeline:
@@ -116,6 +124,11 @@ class SearchPipeline:
         self._embed_query = embed_query
         self._config = config
         self._term_cache: dict[tuple[str, str], list[str]] = {}
+        # Neighbour lookups for contextual scoring, valid for one ledger generation.
+        self._generation = -1
+        self._positions: dict[tuple[str, str, Filter], dict[int, str]] = {}
+        self._vectors: dict[str, npt.NDArray[np.float32]] = {}
+        self._drawers: dict[str, Drawer] = {}
 
     @property
     def config(self) -> SearchConfig:
@@ -200,7 +213,7 @@ class SearchPipeline:
         Ties go to the chunk nearest the query vector. With ``grep_neighbours`` the chunks
         either side of it in its source are returned too.
         """
-        drawers = [d for d in self._ledger.get_drawers(pointed) if where.matches(d)]
+        drawers = [d for d in self._get_drawers(pointed) if where.matches(d)]
         if not drawers:
             return []
         first = drawers[0]
@@ -254,6 +267,91 @@ class SearchPipeline:
             method=cfg.normalisation,
         )
 
+    def _fresh_caches(self) -> None:
+        generation = self._ledger.generation()
+        if generation != self._generation or len(self._vectors) + len(self._drawers) > 50_000:
+            self._generation = generation
+            self._positions.clear()
+            self._vectors.clear()
+            self._drawers.clear()
+
+    def _get_drawers(self, ids: Sequence[str]) -> list[Drawer]:
+        """The drawers with these ids (that exist), read once per ledger generation."""
+        missing = [i for i in ids if i not in self._drawers]
+        if missing:
+            self._drawers.update((d.id, d) for d in self._ledger.get_drawers(missing))
+        return [self._drawers[i] for i in dict.fromkeys(ids) if i in self._drawers]
+
+    def _context(
+        self,
+        drawers: Sequence[Drawer],
+        sims: dict[str, float],
+        vector: npt.NDArray[np.float32],
+        where: Filter,
+    ) -> dict[str, float]:
+        """Each candidate's best cosine among the chunks within ``context_window`` of it
+        in its source (neighbours that pass ``where``, candidates or not).
+
+        A chunk of a conversation is often answered, or asked, by the turn next to it:
+        scoring a turn with its neighbours finds the turn whose own words miss the query.
+        """
+        window = self._config.context_window
+        if self._config.context_weight <= 0 or window <= 0:
+            return {}
+        wanted: dict[str, list[str]] = {}
+        for d in drawers:
+            key = (d.wing, d.source, where)
+            positions = self._positions.get(key)
+            if positions is None:
+                listed = self._ledger.source_drawers(wing=d.wing, source=d.source, where=where)
+                positions = self._positions[key] = {n.chunk_index: n.id for n in listed}
+            near = [
+                positions[d.chunk_index + step]
+                for step in range(-window, window + 1)
+                if step and d.chunk_index + step in positions
+            ]
+            wanted[d.id] = near
+        missing = {i for near in wanted.values() for i in near} - set(sims) - set(self._vectors)
+        if missing:
+            self._vectors.update(self._ledger.drawer_vectors(sorted(missing)))
+        query = np.asarray(vector, dtype=np.float32)
+        cosines: dict[str, float] = {}
+        out = {}
+        for drawer_id, near in wanted.items():
+            values = []
+            for n in near:
+                if n in sims:
+                    values.append(sims[n])
+                elif n in self._vectors:
+                    if n not in cosines:
+                        cosines[n] = float(self._vectors[n] @ query)
+                    values.append(cosines[n])
+            if values:
+                out[drawer_id] = max(values)
+        return out
+
+    def _speakers(self, query: str, drawers: Sequence[Drawer]) -> dict[str, float]:
+        """``speaker_weight`` for each drawer whose ``speaker`` metadata the query names.
+
+        A question about what one participant said or did ("What did Alice adopt?")
+        favours that participant's turns; a word of the speaker's name is enough.
+        """
+        weight = self._config.speaker_weight
+        if weight <= 0:
+            return {}
+        words = set(terms(query, stop_words=False, stemming=False))
+        out: dict[str, float] = {}
+        named: dict[str, bool] = {}
+        for d in drawers:
+            speaker = d.metadata.get("speaker")
+            if not isinstance(speaker, str) or not speaker.strip():
+                continue
+            if speaker not in named:
+                named[speaker] = bool(words.intersection(terms(speaker, stemming=False)))
+            if named[speaker]:
+                out[d.id] = weight
+        return out
+
     def _neighbours(self, drawers: Sequence[Drawer], base: dict[str, float]) -> dict[str, float]:
         """A share of the best adjacent candidate chunk's score (same wing and source)."""
         weight = self._config.neighbour_weight
@@ -277,13 +375,14 @@ class SearchPipeline:
         """The ``k`` best hits for ``query`` among the drawers that pass ``where``."""
         check_query(query, k, max_chars=self._config.max_query_chars)
         vector = self._embed_query(query)
+        self._fresh_caches()
         matches = self._indexes.query("drawers", vector=vector, k=self.candidates(k), where=where)
         query_terms = list(dict.fromkeys(self._terms(query)))[:MAX_QUERY_TERMS]
         boosts = self._closet_boosts(vector, set(query_terms), where)
         ids = list(
             dict.fromkeys([m.id for m in matches] + self._lexical(query, where) + list(boosts))
         )
-        drawers = [d for d in self._ledger.get_drawers(ids) if where.matches(d)]
+        drawers = [d for d in self._get_drawers(ids) if where.matches(d)]
         sims = self._similarities(
             [d.id for d in drawers], vector, {m.id: m.similarity for m in matches}
         )
@@ -297,8 +396,14 @@ class SearchPipeline:
             b=self._config.bm25_b,
         )
         bm25 = {d.id: s for d, s in zip(drawers, raw_bm25, strict=True)}
-        parts = self._fuse({d.id: sims[d.id] for d in drawers}, bm25)
-        base = {i: v + b + boosts.get(i, 0.0) for i, (v, b) in parts.items()}
+        context = self._context(drawers, sims, vector, where)
+        share = self._config.context_weight
+        contextual = {
+            d.id: (1 - share) * sims[d.id] + share * context.get(d.id, sims[d.id]) for d in drawers
+        }
+        parts = self._fuse(contextual, bm25)
+        speakers = self._speakers(query, drawers)
+        base = {i: v + b + boosts.get(i, 0.0) + speakers.get(i, 0.0) for i, (v, b) in parts.items()}
         smoothing = self._neighbours(drawers, base)
         hits = []
         for drawer in drawers:
@@ -306,11 +411,13 @@ class SearchPipeline:
             final = base[drawer.id] + smoothing.get(drawer.id, 0.0)
             scores = {
                 "vector": sims[drawer.id],
+                "context": context.get(drawer.id, sims[drawer.id]),
                 "bm25": bm25[drawer.id],
                 "vector_part": vector_part,
                 "bm25_part": bm25_part,
                 "closet": boosts.get(drawer.id, 0.0),
                 "neighbours": smoothing.get(drawer.id, 0.0),
+                "speaker": speakers.get(drawer.id, 0.0),
                 "final": final,
             }
             hits.append(Hit(drawer=drawer, score=final, scores=scores))

@@ -87,6 +87,29 @@ def test_bm25_prefers_the_document_with_the_rare_term() -> None:
     assert bm25_scores(["x"], [[], []], k1=1.5, b=0.75) == [0.0, 0.0]
 
 
+def test_bm25_equals_rank_bm25_okapi_with_lucene_idf() -> None:
+    """The fast BM25 gives exactly rank-bm25's Okapi scores with Lucene's idf."""
+    from rank_bm25 import BM25Okapi
+
+    class LuceneIdf(BM25Okapi):  # type: ignore[misc]
+        def _calc_idf(self, nd: dict[str, int]) -> None:
+            n = self.corpus_size
+            self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in nd.items()}
+
+    texts = [
+        "Alice adopted a grey cat; the cat sleeps all day",
+        "Bob moved billing to PostgreSQL 15 in March",
+        "",
+        "cat cat cat dog",
+        "the quarterly report about cats and dogs and billing",
+    ]
+    docs = [terms(t) for t in texts]
+    for query in ("cat billing", "dog march zebra", "cats cats report"):
+        query_terms = terms(query)
+        reference = LuceneIdf([d or [""] for d in docs], k1=1.2, b=0.6).get_scores(query_terms)
+        assert bm25_scores(query_terms, docs, k1=1.2, b=0.6) == pytest.approx(list(reference))
+
+
 def test_closet_line_fits_and_keeps_every_pointer() -> None:
     entry = ClosetEntry(
         topic="cats | dogs", entities=tuple(f"entity {i}" for i in range(500)), drawer_ids=("d1",)
@@ -110,6 +133,9 @@ def test_closet_line_fits_and_keeps_every_pointer() -> None:
         {"normalisation": "l2"},
         {"grep_scope": "wing"},
         {"overfetch": 0},
+        {"context_weight": 1.5},
+        {"context_window": -1},
+        {"speaker_weight": -0.1},
     ],
 )
 def test_search_config_is_validated(bad: dict[str, object]) -> None:

@@ -139,7 +139,11 @@ def test_a_closet_boost_only_raises_and_the_parts_add_up(
         for drawer_id, hit in with_closets.items():
             parts = hit.scores
             assert parts["final"] == pytest.approx(
-                parts["vector_part"] + parts["bm25_part"] + parts["closet"] + parts["neighbours"]
+                parts["vector_part"]
+                + parts["bm25_part"]
+                + parts["closet"]
+                + parts["neighbours"]
+                + parts["speaker"]
             )
             assert parts["closet"] in [0.0, *boosts]
             assert hit.score >= without[drawer_id].score - 1e-9
@@ -161,6 +165,8 @@ def test_the_hits_say_where_they_come_from(palace_with: Callable[..., Palace]) -
         "bm25_part",
         "closet",
         "neighbours",
+        "speaker",
+        "context",
         "final",
     }
 
