@@ -357,8 +357,12 @@ class Palace:
         and ``kind`` sets that field of its drawer; every other key is kept as metadata.
         A text with no id gets a deterministic one from its wing, user and text.
 
+        An id that already names a drawer of another owner (another ``user_id``, or
+        none) is refused, so no caller can overwrite, or take over, another user's drawer.
+
         Raises:
-            InvalidQueryError: lengths differ, a text is empty, or an id repeats.
+            InvalidQueryError: lengths differ, a text is empty, an id repeats, or an id
+                belongs to a drawer of another owner.
         """
         texts = list(texts)
         metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
@@ -391,6 +395,13 @@ class Palace:
             raise InvalidQueryError("the same id is given to two texts in one call")
         if not drawers:
             return []
+        owners = {d.id: d.user_id for d in drawers}
+        for existing in self.ledger.get_drawers(list(owners)):
+            if existing.user_id != owners[existing.id]:
+                raise InvalidQueryError(
+                    f"id {existing.id!r} is taken by a drawer of another owner; "
+                    "choose another id (a drawer never changes hands)"
+                )
         vectors = self._embed(texts)
         with self.writing("add_texts"):
             self._claim_model()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sample_corpus import SAMPLE_WING
 
-from palace_retrievers import Hit, Palace
+from palace_retrievers import Hit, InvalidQueryError, Palace
 
 pytestmark = pytest.mark.slow
 
@@ -196,6 +196,17 @@ def test_user_isolation(open_palace: Callable[..., Palace], tmp_path: Path) -> N
     palace.add_texts(["u4 keeps bees"], metadatas=[{"user_id": "u4"}])
     assert [h.text for h in palace.search("bees", k=5, user_id="u4")] == ["u4 keeps bees"]
     assert "u4 keeps bees" not in [h.text for h in palace.search("bees", k=5)]
+
+
+def test_an_id_never_changes_hands(fake_palace: Palace) -> None:
+    """add_texts is an upsert, but never over another owner's drawer (fake embedder)."""
+    (mine,) = fake_palace.add_texts(["u1's secret recipe"], ids=["x"], user_id="u1")
+    for intruder in ("u2", None):
+        with pytest.raises(InvalidQueryError, match="another owner"):
+            fake_palace.add_texts(["overwritten"], ids=[mine], user_id=intruder)
+    assert [d.text for d in fake_palace.get([mine], user_id="u1")] == ["u1's secret recipe"]
+    fake_palace.add_texts(["u1's better recipe"], ids=[mine], user_id="u1")  # owner may
+    assert [d.text for d in fake_palace.get([mine], user_id="u1")] == ["u1's better recipe"]
 
 
 def test_filters_wing_room_kind(sample_palace: Palace) -> None:
