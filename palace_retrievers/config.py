@@ -75,6 +75,13 @@ class SearchConfig:
         default_factory=lambda: [0.40, 0.25, 0.15, 0.08, 0.04],
         metadata=_doc("boost added to the drawers of the 1st, 2nd, ... best closet"),
     )
+    closet_match: bool = field(
+        default=False,
+        metadata=_doc(
+            "rank the fetched closets by the query terms their lines name (rarer terms "
+            "weigh more), vector order breaking ties; closets naming none get no boost"
+        ),
+    )
     grep: bool = field(
         default=True,
         metadata=_doc("boost only the chunk of a closet's source with the most query terms"),
@@ -110,6 +117,17 @@ class SearchConfig:
             "(within context_window chunks of the same source)"
         ),
     )
+    expand_neighbours: int = field(
+        default=0,
+        metadata=_doc(
+            "the chunks adjacent to this many best vector and full-text candidates join "
+            "the candidates (evidence clusters)"
+        ),
+    )
+    source_weight: float = field(
+        default=0.0,
+        metadata=_doc("share of the best other candidate's score in the same source added"),
+    )
     speaker_weight: float = field(
         default=0.0,
         metadata=_doc("added to a drawer whose `speaker` metadata the query names"),
@@ -141,15 +159,16 @@ class SearchConfig:
             "neighbour_weight",
             "context_weight",
             "speaker_weight",
+            "source_weight",
         ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"search.{name} must lie in [0, 1], not {getattr(self, name)}")
         if self.vector_weight + self.bm25_weight <= 0:
             raise ConfigError("search.vector_weight and search.bm25_weight cannot both be 0")
-        if self.bm25_k1 < 0 or self.grep_neighbours < 0 or self.context_window < 0:
+        if min(self.bm25_k1, self.grep_neighbours, self.context_window, self.expand_neighbours) < 0:
             raise ConfigError(
-                "search.bm25_k1, search.grep_neighbours and search.context_window "
-                "cannot be negative"
+                "search.bm25_k1, search.grep_neighbours, search.context_window and "
+                "search.expand_neighbours cannot be negative"
             )
         for name, allowed in (
             ("fusion", FUSIONS),

@@ -37,6 +37,7 @@ import numpy.typing as npt
 from palace_retrievers import fusion
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.index import VectorMatch
 from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.records import Drawer, Filter, Hit
@@ -191,7 +192,10 @@ class SearchPipeline:
         if not matches:
             return {}
         pointers = self._ledger.closet_pointers([m.id for m in matches])
-        ranked = [m for m in matches if pointers.get(m.id)][: len(boosts)]
+        ranked = [m for m in matches if pointers.get(m.id)]
+        if self._config.closet_match:
+            ranked = self._match_closets(ranked, query_terms)
+        ranked = ranked[: len(boosts)]
         out: dict[str, float] = {}
         for rank, match in enumerate(ranked):
             targets = pointers[match.id]
@@ -200,6 +204,30 @@ class SearchPipeline:
             for drawer_id in targets:
                 out[drawer_id] = max(out.get(drawer_id, 0.0), boosts[rank])
         return out
+
+    def _match_closets(
+        self, ranked: Sequence[VectorMatch], query_terms: set[str]
+    ) -> list[VectorMatch]:
+        """The closets that share a query term, best match first (ties: vector order).
+
+        A closet's match is the summed idf (over the fetched closets) of the query terms
+        its line names: a name every closet carries counts for little, a rare one a lot.
+        """
+        lines = self._ledger.closet_lines([m.id for m in ranked])
+        found = {
+            m.id: query_terms.intersection(self._terms(lines.get(m.id, "").split("|→")[0]))
+            for m in ranked
+        }
+        n = len(ranked)
+        seen: dict[str, int] = {}
+        for matched in found.values():
+            for term in matched:
+                seen[term] = seen.get(term, 0) + 1
+        idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in seen.items()}
+        score = {i: sum(idf[t] for t in matched) for i, matched in found.items()}
+        order = {m.id: rank for rank, m in enumerate(ranked)}
+        kept = [m for m in ranked if score[m.id] > 0]
+        return sorted(kept, key=lambda m: (-score[m.id], order[m.id]))
 
     def _grep(
         self,
@@ -282,6 +310,26 @@ class SearchPipeline:
             self._drawers.update((d.id, d) for d in self._ledger.get_drawers(missing))
         return [self._drawers[i] for i in dict.fromkeys(ids) if i in self._drawers]
 
+    def _positions_of(self, drawer: Drawer, where: Filter) -> dict[int, str]:
+        """Chunk index → drawer id of the drawers of ``drawer``'s source that pass
+        ``where`` (cached for the ledger generation)."""
+        key = (drawer.wing, drawer.source, where)
+        positions = self._positions.get(key)
+        if positions is None:
+            listed = self._ledger.source_drawers(
+                wing=drawer.wing, source=drawer.source, where=where
+            )
+            positions = self._positions[key] = {n.chunk_index: n.id for n in listed}
+        return positions
+
+    def _adjacent(self, drawers: Sequence[Drawer], where: Filter) -> list[str]:
+        """The chunks just before and after each of ``drawers`` in its source."""
+        out: list[str] = []
+        for d in drawers:
+            positions = self._positions_of(d, where)
+            out += [positions[i] for i in (d.chunk_index - 1, d.chunk_index + 1) if i in positions]
+        return list(dict.fromkeys(out))
+
     def _context(
         self,
         drawers: Sequence[Drawer],
@@ -300,11 +348,7 @@ class SearchPipeline:
             return {}
         wanted: dict[str, list[str]] = {}
         for d in drawers:
-            key = (d.wing, d.source, where)
-            positions = self._positions.get(key)
-            if positions is None:
-                listed = self._ledger.source_drawers(wing=d.wing, source=d.source, where=where)
-                positions = self._positions[key] = {n.chunk_index: n.id for n in listed}
+            positions = self._positions_of(d, where)
             near = [
                 positions[d.chunk_index + step]
                 for step in range(-window, window + 1)
@@ -353,11 +397,17 @@ class SearchPipeline:
         return out
 
     def _neighbours(self, drawers: Sequence[Drawer], base: dict[str, float]) -> dict[str, float]:
-        """A share of the best adjacent candidate chunk's score (same wing and source)."""
-        weight = self._config.neighbour_weight
-        if weight <= 0:
+        """A share of the best adjacent candidate chunk's score (same wing and source),
+        plus a share of the best other candidate's score in the same source."""
+        weight, shared = self._config.neighbour_weight, self._config.source_weight
+        if weight <= 0 and shared <= 0:
             return {}
         position = {(d.wing, d.source, d.chunk_index): d.id for d in drawers}
+        best: dict[tuple[str, str], list[float]] = {}
+        for d in drawers:
+            best.setdefault((d.wing, d.source), []).append(base[d.id])
+        for scores in best.values():
+            scores.sort(reverse=True)
         out = {}
         for d in drawers:
             near = [
@@ -365,8 +415,13 @@ class SearchPipeline:
                 for step in (-1, 1)
                 if (d.wing, d.source, d.chunk_index + step) in position
             ]
-            if near:
-                out[d.id] = weight * max(near)
+            part = weight * max(near) if near else 0.0
+            scores = best[(d.wing, d.source)]
+            others = [s for s in scores[:2] if s != base[d.id]] or scores[1:2]
+            if shared > 0 and others:
+                part += shared * others[0]
+            if part:
+                out[d.id] = part
         return out
 
     # -- the pipeline -------------------------------------------------------------------
@@ -379,10 +434,14 @@ class SearchPipeline:
         matches = self._indexes.query("drawers", vector=vector, k=self.candidates(k), where=where)
         query_terms = list(dict.fromkeys(self._terms(query)))[:MAX_QUERY_TERMS]
         boosts = self._closet_boosts(vector, set(query_terms), where)
-        ids = list(
-            dict.fromkeys([m.id for m in matches] + self._lexical(query, where) + list(boosts))
-        )
+        lexical = self._lexical(query, where)
+        ids = list(dict.fromkeys([m.id for m in matches] + lexical + list(boosts)))
         drawers = [d for d in self._get_drawers(ids) if where.matches(d)]
+        expand = self._config.expand_neighbours
+        if expand:
+            seeds = {m.id for m in matches[:expand]} | set(lexical[:expand])
+            near = self._adjacent([d for d in drawers if d.id in seeds], where)
+            drawers += [d for d in self._get_drawers(near) if d.id not in set(ids)]
         sims = self._similarities(
             [d.id for d in drawers], vector, {m.id: m.similarity for m in matches}
         )

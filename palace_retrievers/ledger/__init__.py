@@ -218,6 +218,11 @@ class Ledger(ABC):
     def closet_pointers(self, ids: Sequence[str]) -> dict[str, list[str]]:
         """The drawer ids each of these closets points to."""
 
+    def closet_lines(self, ids: Sequence[str]) -> dict[str, str]:
+        """The line of each of these closets (none by default: search then ranks closets
+        by their vectors alone)."""
+        return {}
+
     @abstractmethod
     def iter_closets(self, *, batch_size: int = 256) -> Iterator[list[Closet]]:
         """Every closet, in batches, in a stable order."""

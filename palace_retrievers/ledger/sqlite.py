@@ -636,6 +636,16 @@ class SQLiteLedger(Ledger):
             db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in orphans])
         return orphans
 
+    def closet_lines(self, ids: Sequence[str]) -> dict[str, str]:
+        unique = list(dict.fromkeys(ids))
+        out: dict[str, str] = {}
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            rows = self._read(f"SELECT id, line FROM closets WHERE id IN ({marks})", batch)
+            out.update((closet_id, line) for closet_id, line in rows)
+        return out
+
     def closet_pointers(self, ids: Sequence[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         unique = list(dict.fromkeys(ids))
