@@ -40,6 +40,7 @@ from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.mining import Miner, MineReport, resolve_root
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
 from palace_retrievers.search import SearchPipeline
+from palace_retrievers.sources import PALACE_SETTINGS
 from palace_retrievers.syncing import SyncReport, find_gone
 from palace_retrievers.writer_lock import WriterLock
 
@@ -412,8 +413,13 @@ class Palace:
     def _source(self, name: str) -> Any:
         """A fresh instance of the ``name`` source plugin, with the palace's options."""
         factory = self.plugins.source(name)
-        options = {"max_file_bytes": self.config.mining.max_file_bytes} if name == "files" else {}
-        return factory(options)
+        settings = {
+            "max_file_bytes": self.config.mining.max_file_bytes,
+            "chunk_size": self.config.chunking.size,
+            "chunk_overlap": self.config.chunking.overlap,
+        }
+        wanted: frozenset[str] = getattr(factory, "palace_settings", frozenset()) & PALACE_SETTINGS
+        return factory({name: settings[name] for name in sorted(wanted)})
 
     def mine(
         self,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +76,20 @@ class Skipped:
     reason: str
 
 
+#: The palace's own settings a source can ask for (see :attr:`Source.palace_settings`).
+PALACE_SETTINGS = frozenset({"max_file_bytes", "chunk_size", "chunk_overlap"})
+
+
 class Source(ABC):
-    """Lists and reads what there is to mine under a path."""
+    """Lists and reads what there is to mine under a path.
+
+    Attributes:
+        palace_settings: Which of the palace's settings (``max_file_bytes`` from
+            ``[mining]``, ``chunk_size`` and ``chunk_overlap`` from ``[chunking]``) the
+            palace passes in the source's options. The default is none.
+    """
+
+    palace_settings: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:

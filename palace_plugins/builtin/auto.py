@@ -147,6 +147,8 @@ SOURCES: dict[str, SourceFactory] = {
 class AutoSource(Source):
     """Whichever built-in fits. Options: ``chunk_size``, ``chunk_overlap``, ``max_file_bytes``."""
 
+    palace_settings = frozenset({"max_file_bytes", "chunk_size", "chunk_overlap"})
+
     def __init__(self, options: Mapping[str, Any]) -> None:
         options_check("source", "auto", options, {*OPTIONS, "max_file_bytes"})
         self._options = dict(options)

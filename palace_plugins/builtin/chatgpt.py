@@ -190,6 +190,8 @@ def _export_text(path: Path) -> tuple[str, Path]:
 class ChatGPTSource(Source):
     """ChatGPT exports. Options: ``chunk_size``, ``chunk_overlap``."""
 
+    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+
     name = "chatgpt"
 
     def __init__(self, options: Mapping[str, Any]) -> None:

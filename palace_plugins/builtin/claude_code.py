@@ -198,6 +198,8 @@ def read_session(path: Path, *, chunking: Chunking, problems: Problems) -> Sourc
 class ClaudeCodeSource(Source):
     """Claude Code session logs. Options: ``chunk_size``, ``chunk_overlap``."""
 
+    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+
     name = "claude-code"
 
     def __init__(self, options: Mapping[str, Any]) -> None:

@@ -59,6 +59,8 @@ def _read_file(path: Path, *, limit: int, room: str) -> SourceDocument:
 class FilesSource(Source):
     """Files under a path. Options: ``max_file_bytes``."""
 
+    palace_settings = frozenset({"max_file_bytes"})
+
     def __init__(self, options: Mapping[str, Any]) -> None:
         options_check("source", "files", options, {"max_file_bytes"})
         self._limit = int(options.get("max_file_bytes", 5_000_000))

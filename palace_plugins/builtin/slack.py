@@ -261,6 +261,8 @@ def read_day(
 class SlackSource(Source):
     """Slack export folders. Options: ``chunk_size``, ``chunk_overlap``."""
 
+    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+
     name = "slack"
 
     def __init__(self, options: Mapping[str, Any]) -> None:

@@ -212,6 +212,8 @@ def is_jsonl(path: Path) -> bool:
 class TextSource(Source):
     """Plain transcripts and chat JSONL. Options: ``chunk_size``, ``chunk_overlap``."""
 
+    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+
     name = "text"
 
     def __init__(self, options: Mapping[str, Any]) -> None:
