@@ -72,11 +72,11 @@ class SearchConfig:
     closets: bool = field(default=True, metadata=_doc("boost the drawers the best closets name"))
     closet_candidates: int = field(default=10, metadata=_doc("closets fetched per query"))
     closet_boosts: list[float] = field(
-        default_factory=lambda: [0.40, 0.25, 0.15, 0.08, 0.04],
+        default_factory=lambda: [0.10, 0.06, 0.04, 0.02, 0.01],
         metadata=_doc("boost added to the drawers of the 1st, 2nd, ... best closet"),
     )
     closet_match: bool = field(
-        default=False,
+        default=True,
         metadata=_doc(
             "rank the fetched closets by the query terms their lines name (rarer terms "
             "weigh more), vector order breaking ties; closets naming none get no boost"
@@ -107,7 +107,7 @@ class SearchConfig:
     stop_words: bool = field(default=True, metadata=_doc("drop stop words from BM25 terms"))
     stemming: bool = field(default=True, metadata=_doc("light English suffix stemming for BM25"))
     neighbour_weight: float = field(
-        default=0.0,
+        default=0.4,
         metadata=_doc("share of an adjacent chunk's score (same source) added to a drawer's"),
     )
     context_weight: float = field(
@@ -118,18 +118,18 @@ class SearchConfig:
         ),
     )
     expand_neighbours: int = field(
-        default=0,
+        default=30,
         metadata=_doc(
             "the chunks adjacent to this many best vector and full-text candidates join "
             "the candidates (evidence clusters)"
         ),
     )
     source_weight: float = field(
-        default=0.0,
+        default=0.25,
         metadata=_doc("share of the best other candidate's score in the same source added"),
     )
     speaker_weight: float = field(
-        default=0.0,
+        default=0.1,
         metadata=_doc("added to a drawer whose `speaker` metadata the query names"),
     )
     context_window: int = field(

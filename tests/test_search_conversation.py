@@ -109,21 +109,17 @@ def test_a_question_naming_a_speaker_favours_that_speakers_turns(
 def test_an_answer_next_to_its_question_is_lifted_by_its_neighbour(
     chat: Callable[..., Palace],
 ) -> None:
-    """"How long did the painting take?" is asked in one turn and answered in the next,
+    """ "How long did the painting take?" is asked in one turn and answered in the next,
     whose own words ("six hours") share nothing with the question."""
     question = "How many hours did the garage painting take?"
 
     def rank_of_answer(**search: Any) -> int:
-        hits = chat(closets=False, speaker_weight=0.0, **search).search(
-            question, k=8, wing="chat"
-        )
+        hits = chat(closets=False, speaker_weight=0.0, **search).search(question, k=8, wing="chat")
         return [h.id for h in hits].index("s1:3")
 
     assert rank_of_answer(neighbour_weight=0.35) <= rank_of_answer(neighbour_weight=0.0)
     hit = next(
-        h
-        for h in chat(neighbour_weight=0.35).search(question, k=8, wing="chat")
-        if h.id == "s1:3"
+        h for h in chat(neighbour_weight=0.35).search(question, k=8, wing="chat") if h.id == "s1:3"
     )
     assert hit.scores["neighbours"] > 0
 
@@ -189,7 +185,8 @@ def test_closets_ranked_by_matches_boost_only_those_naming_a_query_term(
     palace = fake_chat(closet_match=True, closet_boosts=boosts, grep=False)
     hits = {h.id: h for h in palace.search("Tamalpais", k=8, wing="chat")}
     boosted = {i for i, h in hits.items() if h.scores["closet"] > 0}
-    assert boosted and all(i.startswith("s1:") for i in boosted)
+    assert boosted
+    assert all(i.startswith("s1:") for i in boosted)
     assert max(h.scores["closet"] for h in hits.values()) == boosts[0]
     nothing = palace.search("zzzz qqqq", k=8, wing="chat")
     assert all(h.scores["closet"] == 0.0 for h in nothing)

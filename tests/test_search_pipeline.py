@@ -105,7 +105,13 @@ def test_without_closets_results_equal_the_pipeline_without_them(
 def test_with_lexical_weight_zero_and_no_closets_results_are_the_plain_vector_ranking(
     palace_with: Callable[..., Palace], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    palace = palace_with(bm25_weight=0.0, lexical=False)
+    palace = palace_with(
+        bm25_weight=0.0,
+        lexical=False,
+        neighbour_weight=0.0,
+        source_weight=0.0,
+        expand_neighbours=0,
+    )
     break_closets(palace, monkeypatch)
     for query in QUERIES:
         vector = palace._embed_query(query)
