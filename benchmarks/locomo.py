@@ -269,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write the recall@k curve PNG here")
     parser.add_argument("--no-baselines", action="store_true", help="only the palace")
     parser.add_argument(
+        "--limit", type=int, help="only the first N questions (a quick latency check)"
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
     )
     args = parser.parse_args(argv)
@@ -276,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no data at {args.data}; pass --data PATH", file=sys.stderr)
         return 2
     wings, questions = load(args.data)
+    if args.limit:
+        questions = questions[: args.limit]
     with tempfile.TemporaryDirectory() as tmp:
         where = args.palace or Path(tmp) / "palace"
         with Palace.open(where, backend=args.backend, config=overrides(args.set)) as palace:
