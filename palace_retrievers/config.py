@@ -387,28 +387,38 @@ def load(
 
 
 def render(config: Config) -> str:
-    """``palace.toml`` text for ``config``, each key with its documentation as a comment."""
-    lines = ["# palace.toml: this palace's configuration (see the README for every key)."]
+    """``palace.toml`` text for ``config``, each key with its documentation as a comment.
 
-    def emit(obj: Any, section: str) -> None:
+    Keys at their default value are written commented out, so that a palace follows the
+    defaults of the installed version (tuned search weights, say) until someone sets a
+    key on purpose; keys that differ from the default are written as settings.
+    """
+    lines = [
+        "# palace.toml: this palace's configuration (see the README for every key).",
+        "# A commented-out key shows its default; uncomment it to pin or change it.",
+    ]
+
+    def emit(obj: Any, default: Any, section: str) -> None:
         tables = []
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             if dataclasses.is_dataclass(value):
-                tables.append((f.name, value))
+                tables.append((f.name, value, getattr(default, f.name)))
                 continue
             if isinstance(value, dict):
                 continue  # plugin tables are written by hand, [backends.<name>]
             doc = f.metadata.get("doc", "")
             if value is None:
                 lines.append(f"# {f.name} = ...  # {doc}")
+            elif value == getattr(default, f.name):
+                lines.append(f"# {f.name} = {_literal(value)}  # {doc}")
             else:
                 lines.append(f"{f.name} = {_literal(value)}  # {doc}")
-        for name, table in tables:
+        for name, table, table_default in tables:
             lines.extend(["", f"[{section}{name}]"])
-            emit(table, f"{section}{name}.")
+            emit(table, table_default, f"{section}{name}.")
 
-    emit(config, "")
+    emit(config, Config(), "")
     return "\n".join(lines) + "\n"
 
 

@@ -148,6 +148,16 @@ def test_render_round_trips(tmp_path: Path) -> None:
     assert load(tmp_path, env={}) == config
 
 
+def test_render_leaves_defaults_unpinned() -> None:
+    """Only keys set on purpose are settings; defaults stay comments (new defaults apply)."""
+    text = render(from_dict({"backend": "sqlite", "search": {"overfetch": 4}}))
+    values = tomllib.loads(text)
+    assert values.pop("backend") == "sqlite"
+    assert values.pop("search") == {"overfetch": 4}
+    assert all(table == {} for table in values.values())
+    assert '# embedder = "sentence-transformers"' in text
+
+
 def test_replace_validates() -> None:
     config = Config()
     assert config.replace(backend="sqlite").backend == "sqlite"
