@@ -208,7 +208,10 @@ class MiningConfig:
     max_file_bytes: int = field(
         default=5_000_000, metadata=_doc("files larger than this are skipped when mining")
     )
-    batch_size: int = field(default=64, metadata=_doc("drawers embedded per batch"))
+    batch_size: int = field(
+        default=256,
+        metadata=_doc("drawers embedded (with their closets) and filed per batch"),
+    )
     lock_timeout: float = field(
         default=10.0,
         metadata=_doc("seconds add_texts and delete wait while another process mines"),

@@ -38,8 +38,10 @@ class SentenceTransformerEmbedder(Embedder):
 
     Args:
         model: ``"all-MiniLM-L6-v2"`` (the packaged default) or a local model directory.
-        options: ``batch_size`` (default 64), ``device`` (default ``"cpu"``), and
-            ``dimension`` for a local model whose dimension is not known in advance.
+        options: ``batch_size`` (default 16: the texts of a call are sorted by length,
+            so small batches pad little; see ``benchmarks/README.md``), ``device``
+            (default ``"cpu"``), and ``dimension`` for a local model whose dimension is
+            not known in advance.
     """
 
     def __init__(self, *, model: str | None = None, options: Mapping[str, Any] | None = None):
@@ -55,7 +57,7 @@ class SentenceTransformerEmbedder(Embedder):
                     f"embedding model {self._model_ref!r} is neither {DEFAULT_MODEL!r} nor a "
                     "local model directory (no model is downloaded)"
                 )
-        self._batch_size = int(options.get("batch_size", 64))
+        self._batch_size = int(options.get("batch_size", 16))
         self._device = str(options.get("device", "cpu"))
         self._dimension: int | None = options.get("dimension") or KNOWN_DIMENSIONS.get(
             self._model_ref
