@@ -11,17 +11,21 @@ backend, regex closets on: the defaults):
   (``{session, speaker, text, time, id}``, one file per conversation, written to a
   temporary folder that is deleted afterwards) and mined with ``source="text"``.
 
-For each: the mine's wall time; the time the embedder alone takes on exactly the texts
-the mine embedded (drawers and closets), in the same calls; their **ratio** (the rest of
-the pipeline, reading, chunking, closets, ledger, index, is what makes it exceed 1); the
-same against the drawers' texts only (what closets cost on top); drawers (and LoCoMo
-turns) per second. ``--sweep`` also times the embedder alone on a sample of the mined
-chunks for several batch sizes, to tune ``mining.batch_size`` and the embedder's own.
+For each: the mine's wall and CPU time; the time the embedder alone takes on exactly the
+texts the mine embedded (drawers and closets), in the same calls; their **ratio** (the
+rest of the pipeline, reading, chunking, closets, ledger, index, is what makes it exceed
+1); the same against the drawers' texts only (what closets cost on top; always for
+LoCoMo, with ``--drawers-only`` for the files); drawers (and LoCoMo turns) per second; and
+a second mine of the unchanged input. The CPU ratio is the steadier figure on a machine
+shared with other work. ``--sweep`` times the embedder on one thread (CPU time) on the
+LoCoMo chunks for several ``mining.batch_size`` and encode batch sizes, with the padding
+each leaves: how the defaults were chosen.
 
 Results are printed, never asserted. Not run by ``make test``::
 
     .venv/bin/python benchmarks/mine.py --files 10000 \\
-        --locomo ../shared/data/locomo/locomo_dev.json [--backend chroma] [--sweep]
+        --locomo ../shared/data/locomo/locomo_dev.json [--backend sqlite] [--sweep]
+    .venv/bin/python benchmarks/mine.py --files 0        # LoCoMo only (a minute)
 """
 
 from __future__ import annotations
