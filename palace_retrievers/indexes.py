@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from palace_retrievers.records import Filter
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int], None]
+#: How long an index whose query failed is left aside before it is checked again.
+QUERY_RETRY_SECONDS = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,7 @@ class IndexSet:
         self._indexes: dict[str, VectorIndex | None] = {}
         self._fallbacks: dict[str, VectorIndex] = {}
         self._problems: dict[str, str] = {}
+        self._failed_at: dict[str, float] = {}
         for collection in COLLECTIONS:
             self._open(collection)
 
@@ -132,6 +136,10 @@ class IndexSet:
 
     def _searcher(self, collection: str) -> VectorIndex:
         index = self._indexes.get(collection)
+        failed = self._failed_at.get(collection)
+        if failed is not None and time.monotonic() - failed > QUERY_RETRY_SECONDS:
+            del self._failed_at[collection]  # a failed query is retried, now and then
+            self._check(collection)
         if index is not None and collection not in self._problems:
             return index
         if collection not in self._fallbacks:
@@ -144,7 +152,8 @@ class IndexSet:
         self, collection: str, *, vector: npt.NDArray[np.float32], k: int, where: Filter
     ) -> list[VectorMatch]:
         """Nearest neighbours; an index that raises is marked degraded and the exact scan
-        answers instead (e.g. files another process is rewriting)."""
+        answers instead (e.g. files another process is rewriting), until the index,
+        checked again :data:`QUERY_RETRY_SECONDS` later, agrees with the ledger."""
         searcher = self._searcher(collection)
         try:
             return searcher.query(vector=vector, k=k, where=where)
@@ -152,6 +161,7 @@ class IndexSet:
             if searcher is self._fallbacks.get(collection):
                 raise
             self._problems[collection] = f"a query failed: {type(exc).__name__}: {exc}"
+            self._failed_at[collection] = time.monotonic()
             self._warn(collection)
             return self._searcher(collection).query(vector=vector, k=k, where=where)
 

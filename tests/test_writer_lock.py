@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import FAKE_PLUGIN
@@ -176,3 +177,39 @@ def test_threads_of_one_process_take_turns(tmp_path: Path) -> None:
         thread.join()
     assert order == ["refused"]
     assert not lock.held
+
+
+def test_a_reader_whose_index_query_failed_goes_back_to_it_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query that fails (another process rewriting an embedded index) is answered by
+    exact scan; the index is checked again later and used once it agrees with the ledger."""
+    from fakes import make_plugin
+
+    from palace_plugins.builtin.exact import ExactIndex
+    from palace_retrievers import indexes
+
+    failures = [1]
+
+    class Flaky(ExactIndex):
+        def query(self, **kwargs: Any) -> Any:
+            if failures and self._collection == "drawers":
+                failures.pop()
+                raise RuntimeError("Error finding id")
+            return super().query(**kwargs)
+
+    plugin = make_plugin(
+        "flaky", palace_register_backends=lambda register: register("flaky", Flaky)
+    )
+    monkeypatch.setattr(indexes, "QUERY_RETRY_SECONDS", 3600.0)
+    with Palace.open(
+        tmp_path / "p", backend="flaky", embedder="fake", plugins=[FAKE_PLUGIN, plugin]
+    ) as palace:
+        palace.add_texts(["the lantern by the harbour"], ids=["lantern"])
+        assert [h.id for h in palace.search("lantern", k=1)] == ["lantern"]  # by exact scan
+        assert "drawers" in palace.indexes.degraded
+        assert [h.id for h in palace.search("lantern", k=1)] == ["lantern"]
+        assert "drawers" in palace.indexes.degraded  # not retried before its time
+        monkeypatch.setattr(indexes, "QUERY_RETRY_SECONDS", 0.0)
+        assert [h.id for h in palace.search("lantern", k=1)] == ["lantern"]
+        assert palace.indexes.degraded == {}  # back on its own index
