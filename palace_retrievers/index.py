@@ -25,8 +25,9 @@ from palace_retrievers.records import Filter
 if TYPE_CHECKING:
     from palace_retrievers.ledger import Ledger
 
-#: The collections a palace keeps: verbatim drawers and closet pointer lines.
-COLLECTIONS = ("drawers", "closets")
+#: The collections a palace keeps: verbatim drawers, closet pointer lines, and the
+#: active memories.
+COLLECTIONS = ("drawers", "closets", "memories")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ class BackendContext:
     Attributes:
         palace_dir: The palace's directory; a backend keeps its files under
             ``palace_dir / "index" / <backend name>``.
-        collection: ``"drawers"`` or ``"closets"``.
+        collection: ``"drawers"``, ``"closets"`` or ``"memories"``.
         dimension: Length of the vectors.
         ledger: The palace's ledger (read-only use), for backends derived from it.
         options: The backend's options table from ``palace.toml``.

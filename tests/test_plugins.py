@@ -277,5 +277,5 @@ def test_backend_context_for_plugins(open_palace: Callable[..., Palace], tmp_pat
 
     plugin = make_plugin("spy", palace_register_backends=lambda register: register("spy", factory))
     open_palace(tmp_path / "p", backend="spy", plugins=[plugin]).close()
-    assert {c.collection for c in seen} == {"drawers", "closets"}
+    assert {c.collection for c in seen} == {"drawers", "closets", "memories"}
     assert all(c.dimension == 64 and c.palace_dir == tmp_path / "p" for c in seen)

@@ -78,6 +78,7 @@ class ChromaIndex(VectorIndex):
             self._collection = self._open_collection()
         except Exception as exc:
             self.close()
+            _forget_failed_system(str(path))
             raise IndexUnavailableError(
                 f"cannot open the Chroma index at {path} ({type(exc).__name__}: {exc}); "
                 "run `palace reindex` to rebuild it from the ledger"
@@ -151,6 +152,21 @@ class ChromaIndex(VectorIndex):
         client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _forget_failed_system(path: str) -> None:
+    """Drop a Chroma system that failed to start from Chroma's per-path cache.
+
+    Chroma caches one system per path before starting it; when the start fails (a
+    corrupt ``chroma.sqlite3``) the half-started system stays cached with no client
+    holding it, and every later client for the path gets it back broken. A system no
+    client holds is safe to drop; one that clients hold is left alone.
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient
+
+    with SharedSystemClient._refcount_lock:
+        if not SharedSystemClient._identifier_to_refcount.get(path):
+            SharedSystemClient._identifier_to_system.pop(path, None)
 
 
 @hookimpl(trylast=True)

@@ -146,6 +146,129 @@ MIGRATIONS: tuple[str, ...] = (
             (SELECT 1 FROM index_pending WHERE collection = 'closets' AND id = old.id);
     END;
     """,
+    # 3: memories (lifecycle fields, history, full text, index journal) and the temporal
+    # knowledge graph.
+    """
+    CREATE TABLE memories (
+        rowid           INTEGER PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        text            TEXT NOT NULL,
+        kind            TEXT NOT NULL
+            CHECK (kind IN ('fact', 'preference', 'decision', 'summary', 'event')),
+        importance      REAL NOT NULL DEFAULT 0.5 CHECK (importance BETWEEN 0 AND 1),
+        tags            TEXT NOT NULL DEFAULT '[]',
+        user_id         TEXT NOT NULL DEFAULT '',
+        agent_id        TEXT,
+        session_id      TEXT,
+        wing            TEXT NOT NULL DEFAULT '',
+        room            TEXT NOT NULL DEFAULT '',
+        source_ids      TEXT NOT NULL DEFAULT '[]',
+        slot            TEXT,
+        origin          TEXT NOT NULL DEFAULT 'explicit',
+        created_at      TEXT NOT NULL,
+        updated_at      TEXT NOT NULL,
+        last_accessed   TEXT,
+        access_count    INTEGER NOT NULL DEFAULT 0,
+        expires_at      TEXT,
+        status          TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'pending', 'superseded', 'archived')),
+        superseded_by   TEXT,
+        status_at       TEXT NOT NULL,
+        ts              REAL NOT NULL,
+        metadata        TEXT NOT NULL DEFAULT '{}',
+        embedding       BLOB,
+        embedding_model TEXT
+    );
+    CREATE INDEX memories_user ON memories (user_id, status, kind);
+    CREATE INDEX memories_slot ON memories (user_id, slot);
+    CREATE INDEX memories_superseded_by ON memories (superseded_by);
+
+    -- Every add, update, supersede, delete, archive and restore, as mem0 keeps it. No
+    -- foreign key: the history of a deleted memory stays (until its user is forgotten).
+    CREATE TABLE memory_history (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id  TEXT NOT NULL,
+        user_id    TEXT NOT NULL DEFAULT '',
+        event      TEXT NOT NULL,
+        old_text   TEXT,
+        new_text   TEXT,
+        old_status TEXT,
+        new_status TEXT,
+        at         TEXT NOT NULL,
+        detail     TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX memory_history_memory ON memory_history (memory_id, seq);
+    CREATE INDEX memory_history_user ON memory_history (user_id);
+
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        text, content = 'memories', content_rowid = 'rowid',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE VIRTUAL TABLE memories_trigram USING fts5 (
+        text, content = 'memories', content_rowid = 'rowid', tokenize = 'trigram'
+    );
+    CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
+        INSERT INTO memories_trigram (rowid, text) VALUES (new.rowid, new.text);
+        INSERT INTO index_pending SELECT 'memories', new.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'memories' AND id = new.id);
+    END;
+    CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text)
+            VALUES ('delete', old.rowid, old.text);
+        INSERT INTO memories_trigram (memories_trigram, rowid, text)
+            VALUES ('delete', old.rowid, old.text);
+        INSERT INTO index_pending SELECT 'memories', old.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'memories' AND id = old.id);
+    END;
+    CREATE TRIGGER memories_au_text AFTER UPDATE OF text ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, text)
+            VALUES ('delete', old.rowid, old.text);
+        INSERT INTO memories_trigram (memories_trigram, rowid, text)
+            VALUES ('delete', old.rowid, old.text);
+        INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
+        INSERT INTO memories_trigram (rowid, text) VALUES (new.rowid, new.text);
+    END;
+    -- Only what changes the index entry (vector, status, the filter fields) is journalled:
+    -- a recall that bumps access_count must not send the memory back to the index.
+    CREATE TRIGGER memories_pending_au AFTER UPDATE OF
+        text, embedding, status, user_id, kind, wing, room, ts ON memories BEGIN
+        INSERT INTO index_pending SELECT 'memories', new.id WHERE NOT EXISTS
+            (SELECT 1 FROM index_pending WHERE collection = 'memories' AND id = new.id);
+    END;
+
+    -- The temporal knowledge graph. An entity is keyed by its normalised name per owner;
+    -- a triple is open while valid_to is NULL.
+    CREATE TABLE entities (
+        user_id    TEXT NOT NULL DEFAULT '',
+        key        TEXT NOT NULL,
+        name       TEXT NOT NULL,
+        type       TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (user_id, key)
+    );
+    CREATE TABLE triples (
+        rowid         INTEGER PRIMARY KEY,
+        id            TEXT NOT NULL UNIQUE,
+        user_id       TEXT NOT NULL DEFAULT '',
+        subject       TEXT NOT NULL,
+        predicate     TEXT NOT NULL,
+        object        TEXT NOT NULL,
+        subject_key   TEXT NOT NULL,
+        object_key    TEXT NOT NULL,
+        valid_from    TEXT,
+        valid_to      TEXT,
+        confidence    REAL NOT NULL DEFAULT 1.0 CHECK (confidence BETWEEN 0 AND 1),
+        source_drawer TEXT,
+        source_memory TEXT,
+        origin        TEXT NOT NULL DEFAULT 'explicit',
+        created_at    TEXT NOT NULL,
+        ended_reason  TEXT
+    );
+    CREATE INDEX triples_subject ON triples (user_id, subject_key, predicate);
+    CREATE INDEX triples_object ON triples (user_id, object_key);
+    CREATE INDEX triples_drawer ON triples (source_drawer);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -35,7 +35,15 @@ _DRAWER_COLUMNS = (
 )
 _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-_TABLES = {"drawers": "drawers", "closets": "closets"}
+_TABLES = {"drawers": "drawers", "closets": "closets", "memories": "memories"}
+#: Per collection: (source column, kind column, which rows the vector index holds).
+#: Only active memories are indexed; a memory that is superseded, archived or pending
+#: leaves the index through the journal and is reached through the ledger.
+_INDEXED = {
+    "drawers": ("source", "kind", "1"),
+    "closets": ("coalesce(source_key, '')", "'closet'", "1"),
+    "memories": ("''", "kind", "status = 'active'"),
+}
 _SOURCE_COLUMNS = (
     "wing, source_key, location, content_hash, mtime, normalize_version, drawer_count, root, plugin"
 )
@@ -405,11 +413,11 @@ class SQLiteLedger(Ledger):
 
     def _vector_rows(self, collection: str, after: int, limit: int) -> list[Any]:
         table = _TABLES[collection]
-        source = "source" if table == "drawers" else "coalesce(source_key, '')"
-        kind = "kind" if table == "drawers" else "'closet'"
+        source, kind, indexed = _INDEXED[collection]
         return self._read(
             f"SELECT rowid, id, embedding, wing, room, user_id, {kind}, ts, {source} "
-            f"FROM {table} WHERE embedding IS NOT NULL AND rowid > ? ORDER BY rowid LIMIT ?",
+            f"FROM {table} WHERE embedding IS NOT NULL AND {indexed} AND rowid > ? "
+            "ORDER BY rowid LIMIT ?",
             (after, limit),
         )
 
@@ -437,8 +445,7 @@ class SQLiteLedger(Ledger):
 
     def index_entries(self, collection: str, ids: Sequence[str]) -> list[IndexEntry]:
         table = _TABLES[collection]
-        source = "source" if table == "drawers" else "coalesce(source_key, '')"
-        kind = "kind" if table == "drawers" else "'closet'"
+        source, kind, indexed = _INDEXED[collection]
         out: list[IndexEntry] = []
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), 500):
@@ -448,7 +455,8 @@ class SQLiteLedger(Ledger):
                 self._entries(
                     self._read(
                         f"SELECT rowid, id, embedding, wing, room, user_id, {kind}, ts, {source} "
-                        f"FROM {table} WHERE embedding IS NOT NULL AND id IN ({marks}) "
+                        f"FROM {table} WHERE embedding IS NOT NULL AND {indexed} "
+                        f"AND id IN ({marks}) "
                         "ORDER BY rowid",
                         batch,
                     )
@@ -477,7 +485,10 @@ class SQLiteLedger(Ledger):
 
     def count_vectors(self, collection: str) -> int:
         table = _TABLES[collection]
-        ((count,),) = self._read(f"SELECT count(*) FROM {table} WHERE embedding IS NOT NULL")
+        indexed = _INDEXED[collection][2]
+        ((count,),) = self._read(
+            f"SELECT count(*) FROM {table} WHERE embedding IS NOT NULL AND {indexed}"
+        )
         return int(count)
 
     def vector_table(self, collection: str) -> VectorTable:
