@@ -1,0 +1,430 @@
+"""The temporal knowledge graph: ``(subject, predicate, object)`` triples that hold for a time.
+
+A triple is valid from ``valid_from`` (``None``: since always, as far as anyone knows) up to,
+not including, ``valid_to`` (``None``: still open). ``query(entity, as_of=t)`` returns what
+held at ``t``; ``timeline(entity)`` returns everything, oldest first.
+
+Some predicates take one value at a time (``lives_in``, ``works_at``): a new triple on such a
+predicate closes the open one of the same subject at the new ``valid_from``, so the graph
+never holds two current truths and still knows the old one. Others (``likes``, ``knows``)
+take many values, and each new object simply joins the others.
+
+Entities are keyed by a normalised form of their name (NFKC, case-folded, whitespace
+collapsed), so ``"Alice"`` and ``" alice "`` are one entity; predicates are normalised to
+snake_case (``"works at"``, ``"worksAt"`` and ``"Works-At"`` are all ``works_at``).
+
+Every call is scoped to one owner exactly like drawers: ``user_id=None`` sees only the
+unowned graph, ``user_id="u1"`` only u1's. The graph lives in the ledger
+(:class:`~palace_retrievers.ledger.graph_store.GraphStore`); search uses it as a signal,
+never as a gate (:meth:`KnowledgeGraph.drawer_boosts`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.records import utc
+from palace_retrievers.terms import CHINESE_STOP_CHARS, ENGLISH_STOP_WORDS
+
+if TYPE_CHECKING:
+    from palace_retrievers.ledger.graph_store import GraphStore
+
+#: What a time argument may be: a datetime, a date, an ISO-8601 string or epoch seconds.
+When = datetime | date | str | float | int
+
+#: Predicates that hold one value at a time unless configured otherwise
+#: (``[graph] single_valued`` in ``palace.toml``). ``*`` matches any run of characters.
+DEFAULT_SINGLE_VALUED: tuple[str, ...] = (
+    "lives_in",
+    "located_in",
+    "based_in",
+    "works_at",
+    "works_for",
+    "works_as",
+    "job_title",
+    "role",
+    "employer",
+    "married_to",
+    "age",
+    "status",
+    "current_*",
+    "favourite_*",
+    "favorite_*",
+    "primary_*",
+    "uses_*",
+)
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_NOT_WORD = re.compile(r"[\W_]+")
+_EDGE_PUNCTUATION = " .,;:!?\"'“”‘’「」『』。，；：！？、"
+
+
+@dataclass(frozen=True, slots=True)
+class Triple:
+    """One fact of the graph and the time it held.
+
+    Attributes:
+        id: Stable id of the triple.
+        subject: The subject's name as first given (whitespace collapsed).
+        predicate: The relation, in snake_case.
+        object: The object's name or value as given (whitespace collapsed).
+        valid_from: When the fact started to hold (UTC); ``None`` when unknown.
+        valid_to: When it stopped holding (UTC, exclusive); ``None`` while it holds.
+        confidence: How sure the source was, in [0, 1].
+        source_drawer: The drawer the fact was read from, if any.
+        source_memory: The memory the fact was read from, if any.
+        user_id: Owner; ``None`` for the unowned graph.
+        origin: ``"explicit"`` for a direct call, or the extractor's name.
+        created_at: When the triple was filed.
+        ended_reason: Why it was closed: ``"superseded"`` or ``"invalidated"``.
+        subject_key: The subject's normalised key (see :func:`entity_key`).
+        object_key: The object's normalised key.
+    """
+
+    id: str
+    subject: str
+    predicate: str
+    object: str
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    confidence: float = 1.0
+    source_drawer: str | None = None
+    source_memory: str | None = None
+    user_id: str | None = None
+    origin: str = "explicit"
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    ended_reason: str | None = None
+    subject_key: str = ""
+    object_key: str = ""
+
+    @property
+    def is_open(self) -> bool:
+        """True while the triple has no end (``valid_to`` is ``None``)."""
+        return self.valid_to is None
+
+    def valid_at(self, when: When) -> bool:
+        """True when the triple held at ``when``: ``valid_from <= when < valid_to``."""
+        at = utc(when)
+        if self.valid_from is not None and self.valid_from > at:
+            return False
+        return self.valid_to is None or at < self.valid_to
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (times as ISO-8601 strings in UTC, ``None`` kept)."""
+        return {
+            "id": self.id,
+            "subject": self.subject,
+            "predicate": self.predicate,
+            "object": self.object,
+            "valid_from": _iso(self.valid_from),
+            "valid_to": _iso(self.valid_to),
+            "confidence": self.confidence,
+            "source_drawer": self.source_drawer,
+            "source_memory": self.source_memory,
+            "user_id": self.user_id,
+            "origin": self.origin,
+            "created_at": _iso(self.created_at),
+            "ended_reason": self.ended_reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStats:
+    """Counts of one owner's graph.
+
+    Attributes:
+        entities: Distinct entities (subjects and objects).
+        triples: All triples, open and closed.
+        open: Triples with no end yet.
+        closed: Triples that ended (superseded or invalidated).
+        predicates: Number of triples per predicate.
+    """
+
+    entities: int = 0
+    triples: int = 0
+    open: int = 0
+    closed: int = 0
+    predicates: Mapping[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "entities": self.entities,
+            "triples": self.triples,
+            "open": self.open,
+            "closed": self.closed,
+            "predicates": dict(self.predicates),
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def entity_name(name: str) -> str:
+    """The display form of an entity name: NFKC, surrounding punctuation off, one space.
+
+    Raises:
+        InvalidQueryError: ``name`` is not a string or is empty once trimmed.
+    """
+    if not isinstance(name, str):
+        raise InvalidQueryError(f"an entity must be a string, not {name!r}")
+    text = " ".join(unicodedata.normalize("NFKC", name).split()).strip(_EDGE_PUNCTUATION)
+    if not text:
+        raise InvalidQueryError(f"an entity name must not be empty (got {name!r})")
+    return text
+
+
+def entity_key(name: str) -> str:
+    """The key an entity is stored under: its display form, case-folded.
+
+    ``entity_key("  ALICE\\n Smith ") == entity_key("alice smith")``.
+
+    Raises:
+        InvalidQueryError: ``name`` is empty once normalised.
+    """
+    return " ".join(entity_name(name).casefold().split())
+
+
+def predicate_name(predicate: str) -> str:
+    """A predicate in snake_case: ``"Works At"``, ``"worksAt"``, ``"works-at"`` → ``works_at``.
+
+    Raises:
+        InvalidQueryError: ``predicate`` is not a string or has no word characters.
+    """
+    if not isinstance(predicate, str):
+        raise InvalidQueryError(f"a predicate must be a string, not {predicate!r}")
+    return _snake(predicate, what="predicate")
+
+
+def _snake(text: str, *, what: str, wildcard: bool = False) -> str:
+    text = _CAMEL.sub("_", unicodedata.normalize("NFKC", text).strip())
+    parts = text.casefold().split("*") if wildcard else [text.casefold()]
+    out = "*".join(_NOT_WORD.sub("_", part) for part in parts).strip("_")
+    if not out.replace("*", "").strip("_"):
+        raise InvalidQueryError(f"a {what} must have a word in it (got {text!r})")
+    return out
+
+
+def _confidence(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidQueryError(f"confidence must be a number in [0, 1], not {value!r}")
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidQueryError(f"confidence must be in [0, 1], not {value!r}")
+    return float(value)
+
+
+def _time(value: When | None) -> datetime | None:
+    return None if value is None else utc(value)
+
+
+def _matchable(key: str) -> bool:
+    """Whether a key may be looked for in a query: not a stop word, not one Latin letter."""
+    if _CJK.search(key):
+        return not all(ch in CHINESE_STOP_CHARS for ch in key)
+    return len(key) > 1 and key not in ENGLISH_STOP_WORDS
+
+
+def _mentions(text: str, key: str) -> bool:
+    """``key`` occurs in ``text`` as whole words (any substring for Chinese and the like)."""
+    if _CJK.search(key):
+        return key in text
+    pattern = r"(?<!\w)" + re.escape(key) + r"(?!\w)"
+    return re.search(pattern, text) is not None
+
+
+class KnowledgeGraph:
+    """The palace's temporal knowledge graph (``palace.kg``).
+
+    Args:
+        store: Where triples live (the palace's ledger).
+        single_valued: Predicates that hold one value at a time; ``*`` is a wildcard.
+            Defaults to :data:`DEFAULT_SINGLE_VALUED`.
+    """
+
+    def __init__(self, store: GraphStore, *, single_valued: Iterable[str] | None = None) -> None:
+        if isinstance(single_valued, str):
+            raise InvalidQueryError("single_valued must be a list of predicates, not a string")
+        self._store = store
+        names = DEFAULT_SINGLE_VALUED if single_valued is None else tuple(single_valued)
+        self.single_valued: tuple[str, ...] = tuple(
+            dict.fromkeys(_snake(name, what="predicate", wildcard=True) for name in names)
+        )
+
+    def is_single_valued(self, predicate: str) -> bool:
+        """True when ``predicate`` holds one value at a time for a subject."""
+        name = predicate_name(predicate)
+        return any(fnmatchcase(name, pattern) for pattern in self.single_valued)
+
+    def add(
+        self,
+        subject: str,
+        predicate: str,
+        object: str,
+        *,
+        valid_from: When | None = None,
+        valid_to: When | None = None,
+        confidence: float = 1.0,
+        source_drawer: str | None = None,
+        source_memory: str | None = None,
+        user_id: str | None = None,
+        origin: str = "explicit",
+    ) -> Triple:
+        """File a fact; return the triple that now holds it.
+
+        On a single-valued predicate, an open triple of the same subject with another
+        object is closed at this one's ``valid_from`` (with no ``valid_from``, at the
+        time of the call, which then becomes this triple's start). An open triple that
+        started *after* ``valid_from`` wins instead: this one is filed as history,
+        closed when that one started. The same fact already open is not filed twice:
+        the open triple is returned, with the higher confidence and the earlier start.
+
+        Args:
+            subject: Who or what the fact is about.
+            predicate: The relation (normalised to snake_case).
+            object: The other entity, or a value.
+            valid_from: When the fact started to hold; ``None`` when unknown.
+            valid_to: When it stopped holding, to file a fact of the past (closed).
+            confidence: In [0, 1].
+            source_drawer: The drawer it was read from (search boosts it).
+            source_memory: The memory it was read from.
+            user_id: Owner (``None``: the unowned graph).
+            origin: ``"explicit"``, or the name of the extractor that found it.
+
+        Raises:
+            InvalidQueryError: an empty subject, predicate or object, a confidence
+                outside [0, 1], a time that is not one, or ``valid_to`` not after
+                ``valid_from``.
+        """
+        start, end = _time(valid_from), _time(valid_to)
+        if start is not None and end is not None and end <= start:
+            raise InvalidQueryError(
+                f"valid_to ({end.isoformat()}) must be after valid_from ({start.isoformat()})"
+            )
+        name = predicate_name(predicate)
+        triple = Triple(
+            id="",
+            subject=entity_name(subject),
+            predicate=name,
+            object=entity_name(object),
+            valid_from=start,
+            valid_to=end,
+            confidence=_confidence(confidence),
+            source_drawer=source_drawer or None,
+            source_memory=source_memory or None,
+            user_id=_owner(user_id),
+            origin=origin or "explicit",
+            subject_key=entity_key(subject),
+            object_key=entity_key(object),
+        )
+        return self._store.add_triple(triple, single_valued=self.is_single_valued(name))
+
+    def invalidate(
+        self,
+        subject: str,
+        predicate: str,
+        object: str | None = None,
+        *,
+        ended: When | None = None,
+        user_id: str | None = None,
+    ) -> int:
+        """Close the open triples of ``subject`` and ``predicate`` (and ``object``, if given).
+
+        Args:
+            subject: Whose fact ended.
+            predicate: Which relation.
+            object: Only the triple with this object; ``None``: every open one.
+            ended: When it stopped holding (default: now).
+            user_id: Owner (``None``: the unowned graph).
+
+        Returns:
+            How many triples were closed (0 when none was open).
+
+        Raises:
+            InvalidQueryError: an empty name, or ``ended`` before a matching triple's
+                ``valid_from`` (then nothing is closed).
+        """
+        return self._store.close_triples(
+            user_id=_owner(user_id),
+            subject_key=entity_key(subject),
+            predicate=predicate_name(predicate),
+            object_key=None if object is None else entity_key(object),
+            at=_time(ended) or datetime.now(UTC),
+            reason="invalidated",
+        )
+
+    def query(
+        self,
+        entity: str,
+        *,
+        as_of: When | None = None,
+        predicate: str | None = None,
+        user_id: str | None = None,
+    ) -> list[Triple]:
+        """The triples about ``entity`` (as subject or object) that held at ``as_of``.
+
+        A triple holds at ``t`` when ``valid_from <= t < valid_to``; a missing
+        ``valid_from`` is the distant past and a missing ``valid_to`` the open future.
+
+        Args:
+            entity: The entity's name (any case and spacing).
+            as_of: The moment asked about (default: now, i.e. what is currently true).
+            predicate: Only this relation.
+            user_id: Owner (``None``: the unowned graph).
+
+        Returns:
+            The triples, oldest ``valid_from`` first (unknown starts first).
+        """
+        return self._store.triples_about(
+            entity_key(entity),
+            user_id=_owner(user_id),
+            as_of=_time(as_of) or datetime.now(UTC),
+            predicate=None if predicate is None else predicate_name(predicate),
+        )
+
+    def timeline(self, entity: str, *, user_id: str | None = None) -> list[Triple]:
+        """Every triple about ``entity``, open or closed, by ``valid_from`` (unknown first)."""
+        return self._store.triples_about(entity_key(entity), user_id=_owner(user_id), as_of=None)
+
+    def stats(self, *, user_id: str | None = None) -> GraphStats:
+        """Counts of the owner's graph: entities, triples, open, closed, per predicate."""
+        return self._store.graph_stats(user_id=_owner(user_id))
+
+    def drawer_boosts(
+        self, query: str, *, user_id: str | None = None, boost: float = 0.05
+    ) -> dict[str, float]:
+        """Drawers to raise for ``query``: the sources of what the graph knows of its entities.
+
+        An entity is named in the query when its key occurs there as whole words
+        (case-folded; Chinese, which has no spaces, as a substring). Each currently valid
+        triple of such an entity that came from a drawer raises that drawer by ``boost``,
+        once per entity named. A signal only: the caller adds it to scores it already
+        has, and a drawer not returned here is not filtered out.
+
+        Returns:
+            ``{drawer_id: boost}``, empty when the query names no known entity.
+        """
+        if not isinstance(query, str) or not query.strip():
+            return {}
+        text = " ".join(unicodedata.normalize("NFKC", query).casefold().split())
+        pairs = self._store.entity_drawers(text, user_id=_owner(user_id), at=datetime.now(UTC))
+        named: dict[str, set[str]] = {}
+        for key, drawer_id in pairs:
+            if _matchable(key) and _mentions(text, key):
+                named.setdefault(drawer_id, set()).add(key)
+        return {drawer_id: boost * len(keys) for drawer_id, keys in sorted(named.items())}
+
+
+def _owner(user_id: str | None) -> str | None:
+    if user_id is not None and not isinstance(user_id, str):
+        raise InvalidQueryError(f"user_id must be a string, not {user_id!r}")
+    return user_id or None

@@ -1,0 +1,353 @@
+"""The knowledge graph in the SQLite ledger (tables ``entities`` and ``triples``).
+
+:class:`SQLiteGraphStore` is a mixin of :class:`~palace_retrievers.ledger.sqlite.SQLiteLedger`:
+it uses the ledger's connection through ``_write()`` (one ``BEGIN IMMEDIATE`` transaction,
+rolled back on any error) and ``_read()``. Every statement is parameterised. Times are
+stored as fixed-width ISO-8601 strings in UTC (``2026-03-01T00:00:00.000000+00:00``), so
+that comparing the strings compares the times; the unowned graph is stored as owner ``''``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ids import digest
+from palace_retrievers.kg import GraphStats, Triple
+from palace_retrievers.ledger.graph_store import GraphStore
+
+_COLUMNS = (
+    "id, subject, predicate, object, valid_from, valid_to, confidence, source_drawer, "
+    "source_memory, user_id, origin, created_at, ended_reason, subject_key, object_key"
+)
+_ORDER = "ORDER BY valid_from IS NOT NULL, valid_from, rowid"
+_BATCH = 500
+
+
+def _stamp(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else _stamp(value)
+
+
+def _when(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _triple(row: Sequence[Any]) -> Triple:
+    return Triple(
+        id=row[0],
+        subject=row[1],
+        predicate=row[2],
+        object=row[3],
+        valid_from=_when(row[4]),
+        valid_to=_when(row[5]),
+        confidence=float(row[6]),
+        source_drawer=row[7],
+        source_memory=row[8],
+        user_id=row[9] or None,
+        origin=row[10],
+        created_at=_when(row[11]) or datetime.now(UTC),
+        ended_reason=row[12],
+        subject_key=row[13],
+        object_key=row[14],
+    )
+
+
+def _batches(ids: Sequence[str]) -> list[list[str]]:
+    unique = list(dict.fromkeys(ids))
+    return [unique[i : i + _BATCH] for i in range(0, len(unique), _BATCH)]
+
+
+class SQLiteGraphStore(GraphStore):
+    """:class:`GraphStore` over the SQLite ledger's connection (a mixin of the ledger)."""
+
+    if TYPE_CHECKING:
+        # Provided by SQLiteLedger, the class this is mixed into.
+        def _write(self, *, bump: bool = True) -> AbstractContextManager[sqlite3.Connection]: ...
+
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    # -- entities -----------------------------------------------------------------------
+
+    @staticmethod
+    def _upsert_entity(
+        db: sqlite3.Connection, owner: str, key: str, name: str, type: str | None, now: str
+    ) -> None:
+        db.execute(
+            "INSERT INTO entities (user_id, key, name, type, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (user_id, key) DO UPDATE SET type = coalesce(entities.type, "
+            "excluded.type)",
+            (owner, key, name, type, now),
+        )
+
+    def upsert_entity(
+        self, *, user_id: str | None, key: str, name: str, type: str | None = None
+    ) -> None:
+        with self._write() as db:
+            self._upsert_entity(db, user_id or "", key, name, type, _stamp(datetime.now(UTC)))
+
+    # -- triples ------------------------------------------------------------------------
+
+    def add_triple(self, triple: Triple, *, single_valued: bool) -> Triple:
+        owner = triple.user_id or ""
+        now = datetime.now(UTC)
+        with self._write() as db:
+            for key, name in (
+                (triple.subject_key, triple.subject),
+                (triple.object_key, triple.object),
+            ):
+                self._upsert_entity(db, owner, key, name, None, _stamp(now))
+            if triple.valid_to is None:
+                same = self._open(db, owner, triple, same_object=True)
+                if same:
+                    return self._merge(db, same[0], triple)
+                if single_valued:
+                    triple = self._supersede(db, owner, triple, now)
+            else:
+                twin = db.execute(
+                    f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
+                    "AND predicate = ? AND object_key = ? AND valid_from IS ? AND valid_to = ?",
+                    (
+                        owner,
+                        triple.subject_key,
+                        triple.predicate,
+                        triple.object_key,
+                        _iso(triple.valid_from),
+                        _iso(triple.valid_to),
+                    ),
+                ).fetchone()
+                if twin is not None:
+                    return self._merge(db, _triple(twin), triple)
+            return self._insert(db, owner, triple, now)
+
+    @staticmethod
+    def _open(
+        db: sqlite3.Connection, owner: str, triple: Triple, *, same_object: bool
+    ) -> list[Triple]:
+        """The open triples of the triple's subject and predicate, with its object or not."""
+        test = "=" if same_object else "<>"
+        rows = db.execute(
+            f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
+            f"AND predicate = ? AND object_key {test} ? AND valid_to IS NULL {_ORDER}",
+            (owner, triple.subject_key, triple.predicate, triple.object_key),
+        ).fetchall()
+        return [_triple(row) for row in rows]
+
+    @staticmethod
+    def _merge(db: sqlite3.Connection, old: Triple, new: Triple) -> Triple:
+        """The same fact again: keep one triple, the surer, earlier and better-sourced."""
+        starts = [t.valid_from for t in (old, new) if t.valid_from is not None]
+        start = min(starts, default=None)  # an unknown start never hides a known one
+        merged = replace(
+            old,
+            valid_from=start,
+            confidence=max(old.confidence, new.confidence),
+            source_drawer=old.source_drawer or new.source_drawer,
+            source_memory=old.source_memory or new.source_memory,
+        )
+        db.execute(
+            "UPDATE triples SET valid_from = ?, confidence = ?, source_drawer = ?, "
+            "source_memory = ? WHERE id = ?",
+            (
+                _iso(merged.valid_from),
+                merged.confidence,
+                merged.source_drawer,
+                merged.source_memory,
+                old.id,
+            ),
+        )
+        return merged
+
+    def _supersede(
+        self, db: sqlite3.Connection, owner: str, triple: Triple, now: datetime
+    ) -> Triple:
+        """Close what the new single-valued triple replaces; return the triple to file."""
+        rivals = self._open(db, owner, triple, same_object=False)
+        if not rivals:
+            return triple
+        start = triple.valid_from or now
+        earlier = [r for r in rivals if r.valid_from is None or r.valid_from <= start]
+        later = [r.valid_from for r in rivals if r.valid_from is not None and r.valid_from > start]
+        db.executemany(
+            "UPDATE triples SET valid_to = ?, ended_reason = 'superseded' WHERE id = ?",
+            [(_iso(start), r.id) for r in earlier],
+        )
+        if later:
+            # The graph already knows a newer value: this one is history, ended by it.
+            return replace(triple, valid_from=start, valid_to=min(later), ended_reason="superseded")
+        return replace(triple, valid_from=start)
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
+        ((seen,),) = db.execute(
+            "SELECT count(*) FROM triples WHERE user_id = ? AND subject_key = ? "
+            "AND predicate = ? AND object_key = ?",
+            (owner, triple.subject_key, triple.predicate, triple.object_key),
+        ).fetchall()
+        triple_id = "kg_" + digest(
+            owner,
+            triple.subject_key,
+            triple.predicate,
+            triple.object_key,
+            _iso(triple.valid_from) or "",
+            str(seen),
+        )
+        stored = replace(triple, id=triple_id, created_at=now)
+        db.execute(
+            f"INSERT INTO triples ({_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                stored.id,
+                stored.subject,
+                stored.predicate,
+                stored.object,
+                _iso(stored.valid_from),
+                _iso(stored.valid_to),
+                stored.confidence,
+                stored.source_drawer,
+                stored.source_memory,
+                owner,
+                stored.origin,
+                _iso(stored.created_at),
+                stored.ended_reason,
+                stored.subject_key,
+                stored.object_key,
+            ),
+        )
+        return stored
+
+    def close_triples(
+        self,
+        *,
+        user_id: str | None,
+        subject_key: str,
+        predicate: str,
+        object_key: str | None = None,
+        at: datetime,
+        reason: str = "invalidated",
+    ) -> int:
+        condition = "user_id = ? AND subject_key = ? AND predicate = ? AND valid_to IS NULL"
+        params: list[Any] = [user_id or "", subject_key, predicate]
+        if object_key is not None:
+            condition += " AND object_key = ?"
+            params.append(object_key)
+        ended = _stamp(at)
+        with self._write() as db:
+            latest = db.execute(
+                f"SELECT max(valid_from) FROM triples WHERE {condition}", params
+            ).fetchone()[0]
+            if latest is not None and latest > ended:
+                raise InvalidQueryError(
+                    f"ended ({ended}) is before the fact started ({latest}); "
+                    "give a later time or add the fact with valid_to instead"
+                )
+            return db.execute(
+                f"UPDATE triples SET valid_to = ?, ended_reason = ? WHERE {condition}",
+                [ended, reason, *params],
+            ).rowcount
+
+    # -- reads --------------------------------------------------------------------------
+
+    def triples_about(
+        self,
+        key: str,
+        *,
+        user_id: str | None,
+        as_of: datetime | None,
+        predicate: str | None = None,
+    ) -> list[Triple]:
+        sql = (
+            f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? "
+            "AND (subject_key = ? OR object_key = ?)"
+        )
+        params: list[Any] = [user_id or "", key, key]
+        if predicate is not None:
+            sql += " AND predicate = ?"
+            params.append(predicate)
+        if as_of is not None:
+            at = _stamp(as_of)
+            sql += " AND (valid_from IS NULL OR valid_from <= ?)"
+            sql += " AND (valid_to IS NULL OR valid_to > ?)"
+            params += [at, at]
+        return [_triple(row) for row in self._read(f"{sql} {_ORDER}", params)]
+
+    def triples_from_drawers(
+        self, drawer_ids: Sequence[str], *, user_id: str | None
+    ) -> list[Triple]:
+        out: list[Triple] = []
+        for batch in _batches(drawer_ids):
+            marks = ",".join("?" * len(batch))
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? "
+                f"AND source_drawer IN ({marks}) {_ORDER}",
+                [user_id or "", *batch],
+            )
+            out.extend(_triple(row) for row in rows)
+        return out
+
+    def entity_drawers(
+        self, text: str, *, user_id: str | None, at: datetime
+    ) -> list[tuple[str, str]]:
+        when = _stamp(at)
+        rows = self._read(
+            "SELECT DISTINCT e.key, t.source_drawer FROM entities e JOIN triples t "
+            "ON t.user_id = e.user_id AND (t.subject_key = e.key OR t.object_key = e.key) "
+            "WHERE e.user_id = ? AND instr(?, e.key) > 0 AND t.source_drawer IS NOT NULL "
+            "AND (t.valid_from IS NULL OR t.valid_from <= ?) "
+            "AND (t.valid_to IS NULL OR t.valid_to > ?) ORDER BY e.key, t.source_drawer",
+            (user_id or "", text, when, when),
+        )
+        return [(key, drawer_id) for key, drawer_id in rows]
+
+    def graph_stats(self, *, user_id: str | None) -> GraphStats:
+        owner = user_id or ""
+        ((entities,),) = self._read("SELECT count(*) FROM entities WHERE user_id = ?", (owner,))
+        ((triples, still_open),) = self._read(
+            "SELECT count(*), count(*) - count(valid_to) FROM triples WHERE user_id = ?",
+            (owner,),
+        )
+        predicates = self._read(
+            "SELECT predicate, count(*) FROM triples WHERE user_id = ? "
+            "GROUP BY predicate ORDER BY predicate",
+            (owner,),
+        )
+        return GraphStats(
+            entities=int(entities),
+            triples=int(triples),
+            open=int(still_open or 0),
+            closed=int(triples) - int(still_open or 0),
+            predicates={name: int(count) for name, count in predicates},
+        )
+
+    # -- deletion -----------------------------------------------------------------------
+
+    def delete_triples_from(
+        self, *, drawer_ids: Sequence[str] = (), memory_ids: Sequence[str] = ()
+    ) -> int:
+        deleted = 0
+        with self._write() as db:
+            for column, ids in (("source_drawer", drawer_ids), ("source_memory", memory_ids)):
+                for batch in _batches(ids):
+                    marks = ",".join("?" * len(batch))
+                    deleted += db.execute(
+                        f"DELETE FROM triples WHERE {column} IN ({marks})", batch
+                    ).rowcount
+        return deleted
+
+    def delete_user_graph(self, user_id: str) -> int:
+        if not isinstance(user_id, str) or not user_id:
+            raise InvalidQueryError(
+                f"a user_id is needed to delete a user's graph, not {user_id!r}"
+            )
+        with self._write() as db:
+            deleted = db.execute("DELETE FROM triples WHERE user_id = ?", (user_id,)).rowcount
+            db.execute("DELETE FROM entities WHERE user_id = ?", (user_id,))
+        return deleted
