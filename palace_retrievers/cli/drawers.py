@@ -1,82 +1,18 @@
-"""The ``palace`` command line.
-
-Exit codes: 0 on success, 1 on a user error (one line on stderr, no traceback), 2 on bad
-usage. The palace is ``~/.palace/default`` unless ``--palace PATH`` or ``PALACE_PATH``
-says otherwise. Every command that prints data takes ``--json``.
-"""
+"""Commands on the palace and its drawers: init, mine, sync, search, status, plugins, reindex."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 
 from palace_plugins.manager import PluginManager
-from palace_retrievers.config import CONFIG_FILE, Config, load, render
-from palace_retrievers.errors import PalaceError
-from palace_retrievers.palace import Palace, default_path
+from palace_retrievers.cli.app import cli, emit_json, fail, json_option, opened, user_option
+from palace_retrievers.cli.output import is_terminal, one_line, table
+from palace_retrievers.config import CONFIG_FILE, load, render
 from palace_retrievers.records import Hit
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-
-
-class _Group(click.Group):
-    """Turns every :class:`PalaceError` into one line on stderr and exit code 1."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except PalaceError as exc:
-            _fail(str(exc))
-
-
-@contextmanager
-def _opened(ctx: click.Context, *, create: bool = False, **kwargs: Any) -> Iterator[Palace]:
-    palace = Palace.open(ctx.obj["path"], create=create, **kwargs)
-    try:
-        yield palace
-    finally:
-        palace.close()
-
-
-def _json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
-
-
-@click.group(cls=_Group)
-@click.option(
-    "--palace",
-    "palace_path",
-    type=click.Path(path_type=Path),
-    envvar="PALACE_PATH",
-    help="The palace directory (default: $PALACE_PATH or ~/.palace/default).",
-)
-@click.option("-v", "--verbose", is_flag=True, help="Log what the palace does to stderr.")
-@click.version_option(package_name="palace-retrievers")
-@click.pass_context
-def cli(ctx: click.Context, palace_path: Path | None, verbose: bool) -> None:
-    """A local-first memory palace: mine sources, search them, keep them."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    ctx.obj = {"path": (palace_path or default_path()).expanduser()}
 
 
 @cli.command()
@@ -88,7 +24,7 @@ def init(ctx: click.Context, backend: str | None, embedder: str | None, model: s
     """Create a palace (its ledger, indexes and palace.toml)."""
     path: Path = ctx.obj["path"]
     if (path / CONFIG_FILE).exists() and any(v is not None for v in (backend, embedder, model)):
-        _fail(f"{path} already has a {CONFIG_FILE}; edit it instead")
+        fail(f"{path} already has a {CONFIG_FILE}; edit it instead")
     if not (path / CONFIG_FILE).exists():
         path.mkdir(parents=True, exist_ok=True)
         overrides = {
@@ -98,7 +34,7 @@ def init(ctx: click.Context, backend: str | None, embedder: str | None, model: s
         }
         config = load(path, overrides=overrides)
         (path / CONFIG_FILE).write_text(render(config), encoding="utf-8")
-    with _opened(ctx, create=True) as palace:
+    with opened(ctx, create=True) as palace:
         click.echo(
             f"palace ready at {palace.path} (backend {palace.config.backend}, "
             f"embedder {palace.embedder.model_name})"
@@ -117,7 +53,7 @@ def init(ctx: click.Context, backend: str | None, embedder: str | None, model: s
     default=0,
     help="Seconds to wait for another mine of this palace to finish (default: fail at once).",
 )
-@_json_option
+@json_option
 @click.pass_context
 def mine(
     ctx: click.Context,
@@ -135,10 +71,10 @@ def mine(
     One mine runs on a palace at a time; a second one stops with an error naming the
     first's pid (or waits, with --wait).
     """
-    with _opened(ctx, create=True) as palace:
+    with opened(ctx, create=True) as palace:
         report = palace.mine(path, wing=wing, room=room, source=source, user_id=user_id, wait=wait)
     if as_json:
-        _emit_json(dataclasses.asdict(report))
+        emit_json(dataclasses.asdict(report))
         return
     click.echo(
         f"mined {report.mined} of {report.seen} sources into wing {report.wing!r}: "
@@ -159,7 +95,7 @@ def mine(
 @cli.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Only tell what would be removed.")
-@_json_option
+@json_option
 @click.pass_context
 def sync(ctx: click.Context, path: Path | None, dry_run: bool, as_json: bool) -> None:
     """Remove the drawers of deleted or newly ignored files.
@@ -168,10 +104,10 @@ def sync(ctx: click.Context, path: Path | None, dry_run: bool, as_json: bool) ->
     the drawers and closets of sources no longer there are removed. A mined path that
     no longer exists at all is kept unless PATH names it.
     """
-    with _opened(ctx) as palace:
+    with opened(ctx) as palace:
         report = palace.sync(path, dry_run=dry_run)
     if as_json:
-        _emit_json({**dataclasses.asdict(report), "sources_removed": report.sources_removed})
+        emit_json({**dataclasses.asdict(report), "sources_removed": report.sources_removed})
         return
     verb = "would remove" if dry_run else "removed"
     click.echo(
@@ -185,13 +121,35 @@ def sync(ctx: click.Context, path: Path | None, dry_run: bool, as_json: bool) ->
             click.echo(f"  kept {root.root} ({root.wing}): {root.note}")
 
 
-def _show_hit(rank: int, hit: Hit) -> None:
+def _where(hit: Hit) -> str:
     d = hit.drawer
     lines = f":{d.line_start}-{d.line_end}" if d.line_start is not None else ""
-    parts = " ".join(f"{name}={value:.3f}" for name, value in hit.scores.items())
-    click.echo(f"{rank}. [{hit.score:.3f}] {d.source}{lines}  ({d.wing}/{d.room})  {parts}")
-    snippet = " ".join(d.text.split())
-    click.echo(f"   {snippet[:240]}{'…' if len(snippet) > 240 else ''}")
+    return f"{d.source}{lines}"
+
+
+def _show_hits(hits: list[Hit]) -> None:
+    if not hits:
+        click.echo("no hits")
+        return
+    if is_terminal():
+        rows = [
+            (
+                rank,
+                f"{hit.score:.3f}",
+                _where(hit),
+                f"{hit.wing}/{hit.room}",
+                hit.drawer.kind,
+                one_line(hit.text, 160),
+            )
+            for rank, hit in enumerate(hits, 1)
+        ]
+        table(["#", "score", "source", "wing/room", "kind", "text"], rows)
+        return
+    for rank, hit in enumerate(hits, 1):
+        d = hit.drawer
+        parts = " ".join(f"{name}={value:.3f}" for name, value in hit.scores.items())
+        click.echo(f"{rank}. [{hit.score:.3f}] {_where(hit)}  ({d.wing}/{d.room})  {parts}")
+        click.echo(f"   {one_line(d.text, 241)}")
 
 
 @cli.command()
@@ -199,11 +157,18 @@ def _show_hit(rank: int, hit: Hit) -> None:
 @click.option("-k", "--k", "k", default=5, show_default=True, type=int, help="How many hits.")
 @click.option("--wing", help="Only this wing.")
 @click.option("--room", help="Only this room.")
-@click.option("--user", "user_id", help="Only this user's drawers.")
+@user_option
 @click.option("--kind", help="Only records of this kind.")
 @click.option("--since", help="Only records dated at or after (ISO-8601).")
 @click.option("--until", help="Only records dated at or before (ISO-8601).")
-@_json_option
+@click.option(
+    "--memories/--no-memories",
+    default=True,
+    show_default=True,
+    help="Search the memories along with the drawers.",
+)
+@click.option("--history", is_flag=True, help="Also return the memories a current one superseded.")
+@json_option
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -215,36 +180,52 @@ def search(
     kind: str | None,
     since: str | None,
     until: str | None,
+    memories: bool,
+    history: bool,
     as_json: bool,
 ) -> None:
-    """Search the palace for QUERY."""
-    with _opened(ctx) as palace:
+    """Search the palace for QUERY (drawers and memories together)."""
+    options: dict[str, Any] = {}
+    if not memories:
+        options["memories"] = False
+    if history:
+        options["include_history"] = True
+    with opened(ctx) as palace:
         hits = palace.search(
-            query, k=k, wing=wing, room=room, user_id=user_id, kind=kind, since=since, until=until
+            query,
+            k=k,
+            wing=wing,
+            room=room,
+            user_id=user_id,
+            kind=kind,
+            since=since,
+            until=until,
+            **options,
         )
     if as_json:
-        _emit_json([h.as_dict() for h in hits])
+        emit_json([h.as_dict() for h in hits])
         return
-    if not hits:
-        click.echo("no hits")
-    for rank, hit in enumerate(hits, 1):
-        _show_hit(rank, hit)
+    _show_hits(hits)
 
 
 @cli.command()
-@_json_option
+@json_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show what the palace holds and whether its indexes are healthy."""
-    with _opened(ctx) as palace:
+    with opened(ctx) as palace:
         stats = palace.stats()
     if as_json:
-        _emit_json(dataclasses.asdict(stats))
+        emit_json(dataclasses.asdict(stats))
         return
     ledger = stats.ledger
     click.echo(f"palace   {stats.path} (schema {stats.schema_version})")
     click.echo(f"model    {stats.model} ({stats.dimension or '?'} dimensions)")
     click.echo(f"drawers  {ledger.drawers} from {ledger.sources} sources; {ledger.closets} closets")
+    for name in ("memories", "triples"):
+        counts = getattr(ledger, name, None)
+        if counts is not None:
+            click.echo(f"{name.ljust(8)} {_counts(counts)}")
     for index in stats.indexes:
         state = "ok" if index.ok else "DEGRADED (run `palace reindex`)"
         click.echo(
@@ -258,13 +239,31 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"plugin   failed to load: {failure}")
 
 
+def _counts(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {count}" for key, count in value.items()) or "0"
+    return str(value)
+
+
 @cli.command()
-@_json_option
+@json_option
 def plugins(as_json: bool) -> None:
     """List installed plugins: distribution, version and hooks."""
     infos = list(PluginManager().plugins())
     if as_json:
-        _emit_json([dataclasses.asdict(info) for info in infos])
+        emit_json([dataclasses.asdict(info) for info in infos])
+        return
+    if is_terminal():
+        rows = [
+            (
+                info.name,
+                info.distribution or "?",
+                info.version or "",
+                f"FAILED TO LOAD: {info.error}" if info.error else ", ".join(info.hooks),
+            )
+            for info in infos
+        ]
+        table(["plugin", "distribution", "version", "hooks"], rows)
         return
     for info in infos:
         origin = f"{info.distribution or '?'} {info.version or ''}".strip()
@@ -278,21 +277,9 @@ def plugins(as_json: bool) -> None:
 @click.pass_context
 def reindex(ctx: click.Context) -> None:
     """Rebuild the vector indexes from the ledger (re-embedding if the model changed)."""
-    with _opened(ctx, check_model=False) as palace:
+    with opened(ctx, check_model=False) as palace:
         count = palace.reindex()
         degraded = palace.indexes.degraded
     if degraded:
-        _fail(f"reindexed {count} vectors but the index is still degraded: {degraded}")
+        fail(f"reindexed {count} vectors but the index is still degraded: {degraded}")
     click.echo(f"reindexed {count} vectors into {palace.config.backend}")
-
-
-def main() -> None:
-    """Entry point of the ``palace`` console script."""
-    cli(prog_name="palace")
-
-
-__all__ = ["Config", "cli", "main"]
-
-
-if __name__ == "__main__":
-    main()
