@@ -1,35 +1,17 @@
-"""Conformance suites for palace plugins, as pytest base classes to subclass.
+"""The conformance suite of vector index backends: :class:`BackendTests`.
 
-A plugin author proves a plugin keeps the palace's contracts by subclassing a suite and
-providing one fixture, as with ``langchain-tests``::
-
-    import pytest
-    from palace_plugins.testing import BackendTests
-
-    class TestMyBackend(BackendTests):
-        @pytest.fixture
-        def index_factory(self):
-            return MyIndex  # callable(BackendContext) -> VectorIndex
-
-The suites need ``pytest`` (a test dependency, not a runtime one). The built-in plugins
-pass the same suites, in the palace's own ``tests/``.
-
-:class:`BackendTests` feeds the backend a small, deterministic set of synthetic unit
-vectors rather than real embeddings: what is tested is the index (ordering, filters,
-upserts, deletes), not a model, and synthetic vectors make every expected answer exact.
-
-:class:`SourceTests` checks a source adapter against a sample the author provides: keys
-unique, stable and independent of where the data lies, documents well formed, times
-timezone-aware, bad paths and options refused with the palace's errors.
+It feeds the backend a small, deterministic set of synthetic unit vectors rather than
+real embeddings: what is tested is the index (ordering, filters, upserts, deletes,
+concurrent readers), not a model, and synthetic vectors make every expected answer exact.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from itertools import combinations
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,8 +19,6 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from palace_retrievers.embedder import Embedder
-from palace_retrievers.errors import ConfigError, SourceError
 from palace_retrievers.index import (
     BackendContext,
     Capabilities,
@@ -50,15 +30,18 @@ from palace_retrievers.index import (
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.records import Drawer, Filter
-from palace_retrievers.sources import Segment, Skipped, Source, SourceDocument, SourceEntry
 
 __all__ = [
+    "DAY",
+    "DIMENSION",
+    "EPOCH",
     "BackendTests",
-    "EmbedderTests",
     "IndexFactory",
-    "SourceTests",
     "brute_force",
+    "entry",
+    "passes",
     "synthetic_vectors",
+    "unit",
 ]
 
 IndexFactory = Callable[[BackendContext], VectorIndex]
@@ -178,6 +161,8 @@ class BackendTests:
     backend_options: ClassVar[dict[str, Any]] = {}
     #: The size of the large-batch test (a few thousand entries).
     batch_size: ClassVar[int] = 3000
+    #: How many threads query at once in the concurrent-reader tests.
+    readers: ClassVar[int] = 4
 
     # -- fixtures -----------------------------------------------------------------------
 
@@ -526,6 +511,168 @@ class BackendTests:
         assert again.count() == 5
         assert self.ids(again.query(vector=vectors[2], k=1, where=Filter())) == ["e2"]
 
+    def test_every_combination_of_filter_fields(self, index: VectorIndex, ledger: Ledger) -> None:
+        """Every operator (equality on wing, room, owner and kind; ``since``, at or after;
+        ``until``, at or before, both bounds on an entry's own time) alone and combined."""
+        entries = _grid()
+        self.put(ledger, index, entries)
+        query = synthetic_vectors(1, seed=98)[0]
+        values: dict[str, Any] = {
+            "wing": "beta",
+            "room": "docs",
+            "user_id": "u2",
+            "kind": "memory",
+            "since": datetime.fromtimestamp(EPOCH + 9 * DAY, UTC),
+            "until": datetime.fromtimestamp(EPOCH + 40 * DAY, UTC),
+        }
+        for size in range(len(values) + 1):
+            for names in combinations(values, size):
+                where = Filter(**{name: values[name] for name in names})
+                expected = brute_force(entries, query, len(entries), where)
+                matches = index.query(vector=query, k=len(entries), where=where)
+                self.assert_well_formed(matches, len(entries))
+                assert set(self.ids(matches)) == set(expected), f"filter {names}"
+        everything = Filter(**values)
+        assert self.ids(index.query(vector=query, k=5, where=everything)) == ["g17"]
+
+    def test_filter_values_are_taken_literally(self, index: VectorIndex, ledger: Ledger) -> None:
+        """Quotes, wildcards and backslashes in a filter value match only themselves."""
+        wings = ["O'Brien", 'say "hi"', "100%", "a_b", "axb", "a\\b", "a%", "{$ne: 1}", " "]
+        vectors = synthetic_vectors(len(wings), seed=20)
+        entries = [
+            entry(f"lit{i}", v, wing=w) for i, (w, v) in enumerate(zip(wings, vectors, strict=True))
+        ]
+        self.put(ledger, index, entries)
+        for i, wing in enumerate(wings):
+            found = self.ids(index.query(vector=vectors[0], k=20, where=Filter(wing=wing)))
+            assert found == [f"lit{i}"], f"wing {wing!r} matched {found}"
+        assert index.query(vector=vectors[0], k=20, where=Filter(wing="%")) == []
+        assert index.query(vector=vectors[0], k=20, where=Filter(wing="a\\_b")) == []
+
+    def test_upsert_replaces_every_filter_field(self, index: VectorIndex, ledger: Ledger) -> None:
+        vectors = synthetic_vectors(4, seed=21)
+        entries = [entry(f"e{i}", v, kind="drawer", timestamp=EPOCH) for i, v in enumerate(vectors)]
+        self.put(ledger, index, entries)
+        later = EPOCH + 30 * DAY
+        self.put(ledger, index, [entry("e2", vectors[2], kind="memory", timestamp=later)])
+        assert index.count() == 4
+        cutoff = datetime.fromtimestamp(EPOCH + DAY, UTC)
+        assert self.ids(index.query(vector=vectors[2], k=9, where=Filter(since=cutoff))) == ["e2"]
+        assert "e2" not in self.ids(index.query(vector=vectors[2], k=9, where=Filter(until=cutoff)))
+        assert self.ids(index.query(vector=vectors[2], k=9, where=Filter(kind="memory"))) == ["e2"]
+        drawers = self.ids(index.query(vector=vectors[2], k=9, where=Filter(kind="drawer")))
+        assert sorted(drawers) == ["e0", "e1", "e3"]
+
+    def test_empty_results(self, index: VectorIndex, ledger: Ledger) -> None:
+        """No entry, ``k=0``, an empty upsert and a deleted palace all answer ``[]``."""
+        index.upsert(entries=[])
+        assert index.count() == 0
+        vectors = synthetic_vectors(6, seed=22)
+        entries = [entry(f"e{i}", v, user_id="u1") for i, v in enumerate(vectors)]
+        self.put(ledger, index, entries)
+        assert index.query(vector=vectors[0], k=0, where=Filter(user_id="u1")) == []
+        assert index.query(vector=vectors[0], k=5, where=Filter()) == []  # no unowned entry
+        self.remove(ledger, index, [e.id for e in entries])
+        assert index.count() == 0
+        assert index.query(vector=vectors[0], k=5, where=Filter(user_id="u1")) == []
+        health = index.health()
+        assert health.ok
+        assert health.count == 0
+        # A deleted id can be filed again.
+        self.put(ledger, index, entries[:2])
+        assert index.count() == 2
+        top = index.query(vector=vectors[1], k=1, where=Filter(user_id="u1"))
+        assert self.ids(top) == ["e1"]
+
+    def test_ties_under_a_filter_are_ordered_by_id(
+        self, index: VectorIndex, ledger: Ledger
+    ) -> None:
+        tied = unit(np.arange(DIMENSION, 0, -1, dtype=np.float32))
+        names = ["t6", "t1", "t5", "t2", "t4", "t3"]
+        entries = [entry(n, tied, wing="odd" if int(n[1]) % 2 else "even") for n in names]
+        entries += [entry(f"o{i}", v, wing="odd") for i, v in enumerate(synthetic_vectors(5))]
+        self.put(ledger, index, entries)
+        assert self.ids(index.query(vector=tied, k=3, where=Filter(wing="even"))) == [
+            "t2",
+            "t4",
+            "t6",
+        ]
+        assert self.ids(index.query(vector=tied, k=3, where=Filter(wing="odd"))) == [
+            "t1",
+            "t3",
+            "t5",
+        ]
+
+    def test_a_large_delete(self, index: VectorIndex, ledger: Ledger) -> None:
+        n = max(30, self.batch_size // 3)
+        vectors = synthetic_vectors(n, seed=23)
+        entries = [entry(f"b{i:05d}", v) for i, v in enumerate(vectors)]
+        self.put(ledger, index, entries)
+        gone = [e.id for i, e in enumerate(entries) if i % 3]
+        self.remove(ledger, index, gone)
+        kept = [e for i, e in enumerate(entries) if not i % 3]
+        assert index.count() == len(kept)
+        for target in (1, 2, n // 2 + 1):
+            found = self.ids(index.query(vector=vectors[target], k=10, where=Filter()))
+            assert found
+            assert not set(found) & set(gone)
+        assert self.ids(index.query(vector=vectors[3], k=1, where=Filter())) == ["b00003"]
+
+    def test_concurrent_readers(self, index: VectorIndex, ledger: Ledger) -> None:
+        """Queries from several threads at once give what they give one at a time."""
+        entries = _grid()
+        self.put(ledger, index, entries)
+        filters = [
+            Filter(),
+            Filter(user_id="u1"),
+            Filter(wing="beta", user_id="u2"),
+            Filter(kind="memory", user_id="u1"),
+            Filter(room="chat", since=datetime.fromtimestamp(EPOCH + 10 * DAY, UTC)),
+        ]
+        queries = [
+            (vector, where)
+            for vector, where in zip(synthetic_vectors(20, seed=24), filters * 4, strict=True)
+        ]
+
+        def ask(query: tuple[Vector, Filter]) -> list[str]:
+            return self.ids(index.query(vector=query[0], k=6, where=query[1]))
+
+        alone = [ask(q) for q in queries]
+        with ThreadPoolExecutor(max_workers=self.readers) as pool:
+            together = list(pool.map(ask, queries * 3))
+        assert together == alone * 3
+
+    def test_readers_during_a_write(self, index: VectorIndex, ledger: Ledger) -> None:
+        """While one thread files entries into one wing, readers of another wing see it
+        unchanged, and every answer is well formed."""
+        anchor = [entry(f"a{i:02d}", v, wing="anchor") for i, v in enumerate(synthetic_vectors(8))]
+        self.put(ledger, index, anchor)
+        fresh = synthetic_vectors(200, seed=25)
+        anchor_ids = sorted(e.id for e in anchor)
+
+        def write() -> None:
+            for start in range(0, len(fresh), 25):
+                batch = [
+                    entry(f"f{i:03d}", fresh[i], wing="fresh") for i in range(start, start + 25)
+                ]
+                self.put(ledger, index, batch)
+
+        def read(seed: int) -> int:
+            vectors = synthetic_vectors(20, seed=seed)
+            for vector in vectors:
+                everything = index.query(vector=vector, k=10, where=Filter())
+                self.assert_well_formed(everything, 10)
+                found = index.query(vector=vector, k=50, where=Filter(wing="anchor"))
+                assert sorted(self.ids(found)) == anchor_ids
+            return len(vectors)
+
+        with ThreadPoolExecutor(max_workers=self.readers + 1) as pool:
+            writer = pool.submit(write)
+            readers = [pool.submit(read, 300 + i) for i in range(self.readers)]
+            writer.result()
+            assert sum(r.result() for r in readers) == 20 * self.readers
+        assert index.count() == len(anchor) + len(fresh)
+
 
 def _filter_fields(where: Filter) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -534,199 +681,3 @@ def _filter_fields(where: Filter) -> dict[str, Any]:
         if value is not None:
             out[name] = value.date().isoformat() if isinstance(value, datetime) else value
     return out
-
-
-class EmbedderTests:
-    """The contract of an embedder (:class:`~palace_retrievers.embedder.Embedder`).
-
-    Subclass it and provide the ``embedder`` fixture (make it class- or session-scoped
-    when the model is slow to load).
-    """
-
-    #: ``embed_query(t)`` equals ``embed_documents([t])[0]`` (False for asymmetric models).
-    symmetric: ClassVar[bool] = True
-    #: Tolerance when comparing two embeddings of the same text.
-    atol: ClassVar[float] = 1e-5
-
-    texts: ClassVar[tuple[str, ...]] = (
-        "Alice adopted a grey cat from the shelter.",
-        "The production database runs PostgreSQL 15 with PostGIS.",
-        "中国用户的数据存储在上海的服务器上。",
-        "Deploy with `larkspur-ctl switch` after the health checks pass. 🚀",
-    )
-
-    @pytest.fixture
-    def embedder(self) -> Embedder:
-        """Override: return the :class:`Embedder` under test."""
-        raise NotImplementedError("an EmbedderTests subclass must provide `embedder`")
-
-    def test_is_an_embedder(self, embedder: Embedder) -> None:
-        assert isinstance(embedder, Embedder)
-        assert isinstance(embedder.model_name, str)
-        assert embedder.model_name.strip()
-        assert isinstance(embedder.dimension, int)
-        assert embedder.dimension > 0
-
-    def test_shape_and_dtype(self, embedder: Embedder) -> None:
-        vectors = embedder.embed_documents(list(self.texts))
-        assert isinstance(vectors, np.ndarray)
-        assert vectors.shape == (len(self.texts), embedder.dimension)
-        assert vectors.dtype == np.float32
-
-    def test_unit_norm(self, embedder: Embedder) -> None:
-        vectors = embedder.embed_documents(list(self.texts))
-        assert np.all(np.isfinite(vectors))
-        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
-
-    def test_deterministic(self, embedder: Embedder) -> None:
-        first = embedder.embed_documents(list(self.texts))
-        second = embedder.embed_documents(list(self.texts))
-        np.testing.assert_allclose(first, second, atol=self.atol)
-
-    def test_independent_of_the_batch(self, embedder: Embedder) -> None:
-        together = embedder.embed_documents(list(self.texts[:4]))
-        apart = np.stack([embedder.embed_documents([t])[0] for t in reversed(self.texts[:4])])
-        np.testing.assert_allclose(together, apart[::-1], atol=1e-4)
-
-    def test_distinct_texts_get_distinct_vectors(self, embedder: Embedder) -> None:
-        vectors = embedder.embed_documents(list(self.texts[:4]))
-        sims = vectors @ vectors.T
-        off_diagonal = sims[~np.eye(len(vectors), dtype=bool)]
-        assert np.all(off_diagonal < 0.99)
-
-    def test_empty_list(self, embedder: Embedder) -> None:
-        vectors = embedder.embed_documents([])
-        assert vectors.shape == (0, embedder.dimension)
-        assert vectors.dtype == np.float32
-
-    def test_query(self, embedder: Embedder) -> None:
-        query = embedder.embed_query("Which database do we use?")
-        assert query.shape == (embedder.dimension,)
-        assert query.dtype == np.float32
-        assert float(np.linalg.norm(query)) == pytest.approx(1.0, abs=1e-4)
-        if self.symmetric:
-            document = embedder.embed_documents(["Which database do we use?"])[0]
-            np.testing.assert_allclose(query, document, atol=self.atol)
-
-    def test_query_finds_its_document(self, embedder: Embedder) -> None:
-        documents = embedder.embed_documents(list(self.texts[:2]))
-        query = embedder.embed_query("Which database runs in production? PostgreSQL?")
-        sims = documents @ query
-        assert sims[1] > sims[0]
-
-    def test_long_text(self, embedder: Embedder) -> None:
-        text = "The sync queue retries failed uploads with backoff. " * 400
-        vectors = embedder.embed_documents([text])
-        assert vectors.shape == (1, embedder.dimension)
-        assert float(np.linalg.norm(vectors[0])) == pytest.approx(1.0, abs=1e-4)
-
-
-class SourceTests:
-    """The contract of a source adapter (:class:`~palace_retrievers.sources.Source`).
-
-    Subclass it and provide two fixtures: ``source_factory``, the callable the plugin
-    registers (``factory(options) -> Source``), and ``sample_path``, a file or folder the
-    source mines into at least one entry. The sample is copied elsewhere by one test, to
-    check that keys and content hashes do not depend on where the data lies.
-    """
-
-    @pytest.fixture
-    def source_factory(self) -> Callable[[Mapping[str, Any]], Source]:
-        """Override: return the factory the plugin registers."""
-        raise NotImplementedError("a SourceTests subclass must provide `source_factory`")
-
-    @pytest.fixture
-    def sample_path(self) -> Path:
-        """Override: return a path the source mines into at least one entry."""
-        raise NotImplementedError("a SourceTests subclass must provide `sample_path`")
-
-    @staticmethod
-    def entries(source: Source, path: Path) -> list[SourceEntry]:
-        found = list(source.scan(path))
-        assert all(isinstance(e, SourceEntry | Skipped) for e in found)
-        return [e for e in found if isinstance(e, SourceEntry)]
-
-    def test_is_a_source(self, source_factory: Callable[[Mapping[str, Any]], Source]) -> None:
-        assert isinstance(source_factory({}), Source)
-
-    def test_scan_finds_entries(
-        self, source_factory: Callable[[Mapping[str, Any]], Source], sample_path: Path
-    ) -> None:
-        entries = self.entries(source_factory({}), sample_path)
-        assert entries
-        for entry in entries:
-            assert isinstance(entry.key, str)
-            assert entry.key
-            assert isinstance(entry.location, str)
-            assert entry.mtime is None or isinstance(entry.mtime, float)
-
-    def test_keys_are_unique_stable_and_machine_independent(
-        self, source_factory: Callable[[Mapping[str, Any]], Source], sample_path: Path
-    ) -> None:
-        keys = [e.key for e in self.entries(source_factory({}), sample_path)]
-        assert len(keys) == len(set(keys))
-        assert keys == [e.key for e in self.entries(source_factory({}), sample_path)]
-        root = str(sample_path.resolve().parent)
-        assert not any(root in key or key.startswith("/") for key in keys)
-
-    def test_read_gives_a_document(
-        self, source_factory: Callable[[Mapping[str, Any]], Source], sample_path: Path
-    ) -> None:
-        for entry in self.entries(source_factory({}), sample_path):
-            try:
-                document = entry.read()
-            except SourceError:
-                continue  # an entry may turn out unreadable; the miner notes it
-            assert isinstance(document, SourceDocument)
-            assert isinstance(document.text, str)
-            assert isinstance(document.content_hash, str)
-            assert document.content_hash
-            assert entry.read().content_hash == document.content_hash
-            json.dumps(dict(document.metadata))
-            dates = [document.content_date]
-            for segment in document.segments or ():
-                assert isinstance(segment, Segment)
-                assert segment.text.strip()
-                json.dumps(dict(segment.metadata))
-                dates.append(segment.content_date)
-                if segment.line_start is not None:
-                    assert segment.line_end is not None
-                    assert 1 <= segment.line_start <= segment.line_end
-            for moment in dates:
-                assert moment is None or moment.utcoffset() is not None
-
-    def test_a_copy_elsewhere_gives_the_same_keys_and_content(
-        self,
-        source_factory: Callable[[Mapping[str, Any]], Source],
-        sample_path: Path,
-        tmp_path: Path,
-    ) -> None:
-        copy = tmp_path / "elsewhere" / "deeper" / sample_path.name
-        copy.parent.mkdir(parents=True)
-        if sample_path.is_dir():
-            shutil.copytree(sample_path, copy)
-        else:
-            shutil.copy2(sample_path, copy)
-
-        def contents(path: Path) -> dict[str, str | None]:
-            out: dict[str, str | None] = {}
-            for entry in self.entries(source_factory({}), path):
-                try:
-                    out[entry.key] = entry.read().content_hash
-                except SourceError:
-                    out[entry.key] = None
-            return out
-
-        assert contents(copy) == contents(sample_path)
-
-    def test_a_missing_path_is_a_source_error(
-        self, source_factory: Callable[[Mapping[str, Any]], Source], tmp_path: Path
-    ) -> None:
-        with pytest.raises(SourceError):
-            list(source_factory({}).scan(tmp_path / "no-such-path"))
-
-    def test_an_unknown_option_is_a_config_error(
-        self, source_factory: Callable[[Mapping[str, Any]], Source]
-    ) -> None:
-        with pytest.raises(ConfigError):
-            source_factory({"no_such_option": 1})
