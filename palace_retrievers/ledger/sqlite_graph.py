@@ -77,22 +77,11 @@ class SQLiteGraphStore(GraphStore):
 
     # -- entities -----------------------------------------------------------------------
 
-    @staticmethod
-    def _upsert_entity(
-        db: sqlite3.Connection, owner: str, key: str, name: str, type: str | None, now: str
-    ) -> None:
-        db.execute(
-            "INSERT INTO entities (user_id, key, name, type, created_at) VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (user_id, key) DO UPDATE SET type = coalesce(entities.type, "
-            "excluded.type)",
-            (owner, key, name, type, now),
-        )
-
     def upsert_entity(
         self, *, user_id: str | None, key: str, name: str, type: str | None = None
     ) -> None:
         with self._write() as db:
-            self._upsert_entity(db, user_id or "", key, name, type, _stamp(datetime.now(UTC)))
+            _upsert_entity(db, user_id or "", key, name, type, _stamp(datetime.now(UTC)))
 
     # -- triples ------------------------------------------------------------------------
 
@@ -104,13 +93,13 @@ class SQLiteGraphStore(GraphStore):
                 (triple.subject_key, triple.subject),
                 (triple.object_key, triple.object),
             ):
-                self._upsert_entity(db, owner, key, name, None, _stamp(now))
+                _upsert_entity(db, owner, key, name, None, _stamp(now))
             if triple.valid_to is None:
-                same = self._open(db, owner, triple, same_object=True)
+                same = _open_triples(db, owner, triple, same_object=True)
                 if same:
-                    return self._merge(db, same[0], triple)
+                    return _merge_triple(db, same[0], triple)
                 if single_valued:
-                    triple = self._supersede(db, owner, triple, now)
+                    triple = _supersede(db, owner, triple, now)
             else:
                 twin = db.execute(
                     f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
@@ -125,104 +114,8 @@ class SQLiteGraphStore(GraphStore):
                     ),
                 ).fetchone()
                 if twin is not None:
-                    return self._merge(db, _triple(twin), triple)
-            return self._insert(db, owner, triple, now)
-
-    @staticmethod
-    def _open(
-        db: sqlite3.Connection, owner: str, triple: Triple, *, same_object: bool
-    ) -> list[Triple]:
-        """The open triples of the triple's subject and predicate, with its object or not."""
-        test = "=" if same_object else "<>"
-        rows = db.execute(
-            f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
-            f"AND predicate = ? AND object_key {test} ? AND valid_to IS NULL {_ORDER}",
-            (owner, triple.subject_key, triple.predicate, triple.object_key),
-        ).fetchall()
-        return [_triple(row) for row in rows]
-
-    @staticmethod
-    def _merge(db: sqlite3.Connection, old: Triple, new: Triple) -> Triple:
-        """The same fact again: keep one triple, the surer, earlier and better-sourced."""
-        starts = [t.valid_from for t in (old, new) if t.valid_from is not None]
-        start = min(starts, default=None)  # an unknown start never hides a known one
-        merged = replace(
-            old,
-            valid_from=start,
-            confidence=max(old.confidence, new.confidence),
-            source_drawer=old.source_drawer or new.source_drawer,
-            source_memory=old.source_memory or new.source_memory,
-        )
-        db.execute(
-            "UPDATE triples SET valid_from = ?, confidence = ?, source_drawer = ?, "
-            "source_memory = ? WHERE id = ?",
-            (
-                _iso(merged.valid_from),
-                merged.confidence,
-                merged.source_drawer,
-                merged.source_memory,
-                old.id,
-            ),
-        )
-        return merged
-
-    def _supersede(
-        self, db: sqlite3.Connection, owner: str, triple: Triple, now: datetime
-    ) -> Triple:
-        """Close what the new single-valued triple replaces; return the triple to file."""
-        rivals = self._open(db, owner, triple, same_object=False)
-        if not rivals:
-            return triple
-        start = triple.valid_from or now
-        earlier = [r for r in rivals if r.valid_from is None or r.valid_from <= start]
-        later = [r.valid_from for r in rivals if r.valid_from is not None and r.valid_from > start]
-        db.executemany(
-            "UPDATE triples SET valid_to = ?, ended_reason = 'superseded' WHERE id = ?",
-            [(_iso(start), r.id) for r in earlier],
-        )
-        if later:
-            # The graph already knows a newer value: this one is history, ended by it.
-            return replace(triple, valid_from=start, valid_to=min(later), ended_reason="superseded")
-        return replace(triple, valid_from=start)
-
-    @staticmethod
-    def _insert(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
-        ((seen,),) = db.execute(
-            "SELECT count(*) FROM triples WHERE user_id = ? AND subject_key = ? "
-            "AND predicate = ? AND object_key = ?",
-            (owner, triple.subject_key, triple.predicate, triple.object_key),
-        ).fetchall()
-        triple_id = "kg_" + digest(
-            owner,
-            triple.subject_key,
-            triple.predicate,
-            triple.object_key,
-            _iso(triple.valid_from) or "",
-            str(seen),
-        )
-        stored = replace(triple, id=triple_id, created_at=now)
-        db.execute(
-            f"INSERT INTO triples ({_COLUMNS}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                stored.id,
-                stored.subject,
-                stored.predicate,
-                stored.object,
-                _iso(stored.valid_from),
-                _iso(stored.valid_to),
-                stored.confidence,
-                stored.source_drawer,
-                stored.source_memory,
-                owner,
-                stored.origin,
-                _iso(stored.created_at),
-                stored.ended_reason,
-                stored.subject_key,
-                stored.object_key,
-            ),
-        )
-        return stored
+                    return _merge_triple(db, _triple(twin), triple)
+            return _insert_triple(db, owner, triple, now)
 
     def close_triples(
         self,
@@ -264,11 +157,14 @@ class SQLiteGraphStore(GraphStore):
         as_of: datetime | None,
         predicate: str | None = None,
     ) -> list[Triple]:
+        owner = user_id or ""
+        # A UNION of the two indexed look-ups: with an OR, SQLite scans all the owner's rows.
         sql = (
-            f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? "
-            "AND (subject_key = ? OR object_key = ?)"
+            f"SELECT {_COLUMNS} FROM triples WHERE rowid IN ("
+            "SELECT rowid FROM triples WHERE user_id = ? AND subject_key = ? UNION "
+            "SELECT rowid FROM triples WHERE user_id = ? AND object_key = ?)"
         )
-        params: list[Any] = [user_id or "", key, key]
+        params: list[Any] = [owner, key, owner, key]
         if predicate is not None:
             sql += " AND predicate = ?"
             params.append(predicate)
@@ -296,14 +192,20 @@ class SQLiteGraphStore(GraphStore):
     def entity_drawers(
         self, text: str, *, user_id: str | None, at: datetime
     ) -> list[tuple[str, str]]:
-        when = _stamp(at)
+        owner, when = user_id or "", _stamp(at)
+        valid = (
+            "t.source_drawer IS NOT NULL AND (t.valid_from IS NULL OR t.valid_from <= ?) "
+            "AND (t.valid_to IS NULL OR t.valid_to > ?)"
+        )
+        # CROSS JOIN keeps the few named entities as the outer loop, so each look-up of
+        # their triples uses an index (left to itself, SQLite scans the owner's triples).
         rows = self._read(
-            "SELECT DISTINCT e.key, t.source_drawer FROM entities e JOIN triples t "
-            "ON t.user_id = e.user_id AND (t.subject_key = e.key OR t.object_key = e.key) "
-            "WHERE e.user_id = ? AND instr(?, e.key) > 0 AND t.source_drawer IS NOT NULL "
-            "AND (t.valid_from IS NULL OR t.valid_from <= ?) "
-            "AND (t.valid_to IS NULL OR t.valid_to > ?) ORDER BY e.key, t.source_drawer",
-            (user_id or "", text, when, when),
+            "WITH named AS (SELECT key FROM entities WHERE user_id = ? AND instr(?, key) > 0) "
+            "SELECT n.key, t.source_drawer FROM named n CROSS JOIN triples t "
+            f"ON t.user_id = ? AND t.subject_key = n.key WHERE {valid} UNION "
+            "SELECT n.key, t.source_drawer FROM named n CROSS JOIN triples t "
+            f"ON t.user_id = ? AND t.object_key = n.key WHERE {valid} ORDER BY 1, 2",
+            (owner, text, owner, when, when, owner, when, when),
         )
         return [(key, drawer_id) for key, drawer_id in rows]
 
@@ -351,3 +253,110 @@ class SQLiteGraphStore(GraphStore):
             deleted = db.execute("DELETE FROM triples WHERE user_id = ?", (user_id,)).rowcount
             db.execute("DELETE FROM entities WHERE user_id = ?", (user_id,))
         return deleted
+
+
+# -- the steps of a write (module functions: the ledger class has private names of its own)
+
+
+def _upsert_entity(
+    db: sqlite3.Connection, owner: str, key: str, name: str, type: str | None, now: str
+) -> None:
+    db.execute(
+        "INSERT INTO entities (user_id, key, name, type, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (user_id, key) DO UPDATE SET type = coalesce(entities.type, excluded.type)",
+        (owner, key, name, type, now),
+    )
+
+
+def _open_triples(
+    db: sqlite3.Connection, owner: str, triple: Triple, *, same_object: bool
+) -> list[Triple]:
+    """The open triples of the triple's subject and predicate, with its object or not."""
+    test = "=" if same_object else "<>"
+    rows = db.execute(
+        f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
+        f"AND predicate = ? AND object_key {test} ? AND valid_to IS NULL {_ORDER}",
+        (owner, triple.subject_key, triple.predicate, triple.object_key),
+    ).fetchall()
+    return [_triple(row) for row in rows]
+
+
+def _merge_triple(db: sqlite3.Connection, old: Triple, new: Triple) -> Triple:
+    """The same fact again: keep one triple, the surer, earlier and better-sourced."""
+    starts = [t.valid_from for t in (old, new) if t.valid_from is not None]
+    start = min(starts, default=None)  # an unknown start never hides a known one
+    merged = replace(
+        old,
+        valid_from=start,
+        confidence=max(old.confidence, new.confidence),
+        source_drawer=old.source_drawer or new.source_drawer,
+        source_memory=old.source_memory or new.source_memory,
+    )
+    db.execute(
+        "UPDATE triples SET valid_from = ?, confidence = ?, source_drawer = ?, "
+        "source_memory = ? WHERE id = ?",
+        (
+            _iso(merged.valid_from),
+            merged.confidence,
+            merged.source_drawer,
+            merged.source_memory,
+            old.id,
+        ),
+    )
+    return merged
+
+
+def _supersede(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
+    """Close what a new single-valued triple replaces; return the triple to file."""
+    rivals = _open_triples(db, owner, triple, same_object=False)
+    if not rivals:
+        return triple
+    start = triple.valid_from or now
+    earlier = [r for r in rivals if r.valid_from is None or r.valid_from <= start]
+    later = [r.valid_from for r in rivals if r.valid_from is not None and r.valid_from > start]
+    db.executemany(
+        "UPDATE triples SET valid_to = ?, ended_reason = 'superseded' WHERE id = ?",
+        [(_iso(start), r.id) for r in earlier],
+    )
+    if later:
+        # The graph already knows a newer value: this one is history, ended by it.
+        return replace(triple, valid_from=start, valid_to=min(later), ended_reason="superseded")
+    return replace(triple, valid_from=start)
+
+
+def _insert_triple(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
+    ((seen,),) = db.execute(
+        "SELECT count(*) FROM triples WHERE user_id = ? AND subject_key = ? "
+        "AND predicate = ? AND object_key = ?",
+        (owner, triple.subject_key, triple.predicate, triple.object_key),
+    ).fetchall()
+    triple_id = "kg_" + digest(
+        owner,
+        triple.subject_key,
+        triple.predicate,
+        triple.object_key,
+        _iso(triple.valid_from) or "",
+        str(seen),
+    )
+    stored = replace(triple, id=triple_id, created_at=now)
+    db.execute(
+        f"INSERT INTO triples ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            stored.id,
+            stored.subject,
+            stored.predicate,
+            stored.object,
+            _iso(stored.valid_from),
+            _iso(stored.valid_to),
+            stored.confidence,
+            stored.source_drawer,
+            stored.source_memory,
+            owner,
+            stored.origin,
+            _iso(stored.created_at),
+            stored.ended_reason,
+            stored.subject_key,
+            stored.object_key,
+        ),
+    )
+    return stored
