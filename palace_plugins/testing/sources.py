@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -30,6 +30,9 @@ class SourceTests:
     source mines into at least one entry. The sample is copied elsewhere by one test, to
     check that keys and content hashes do not depend on where the data lies.
     """
+
+    #: How many threads scan and read at once in the concurrent-readers test.
+    readers: ClassVar[int] = 3
 
     @pytest.fixture
     def source_factory(self) -> Callable[[Mapping[str, Any]], Source]:
@@ -180,6 +183,6 @@ class SourceTests:
             return out
 
         alone = contents(0)
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            together = list(pool.map(contents, range(4)))
-        assert together == [alone] * 4
+        with ThreadPoolExecutor(max_workers=self.readers) as pool:
+            together = list(pool.map(contents, range(self.readers)))
+        assert together == [alone] * self.readers
