@@ -18,7 +18,8 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 # The integrations install from their own folders, as their users install them, in the
 # same pip call as the engine so that their dependency on palace-retrievers is this tree.
-INTEGRATIONS := integrations/langchain-palace integrations/llama-index-palace
+INTEGRATIONS := integrations/langchain-palace integrations/llama-index-palace \
+	integrations/palace-markitdown
 
 $(STAMP): pyproject.toml Makefile $(INTEGRATIONS:%=%/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
