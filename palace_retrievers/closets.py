@@ -106,6 +106,28 @@ def render_line(entry: ClosetEntry, *, max_chars: int = MAX_CLOSET_CHARS) -> tup
     return f"{text}|{pointer}", text
 
 
+def _pointer_groups(ids: Sequence[str], max_chars: int) -> Iterator[tuple[str, ...]]:
+    """``ids`` cut into groups whose pointer takes at most half of ``max_chars``.
+
+    An entry pointing to more drawers than one line can hold becomes several closets
+    (same topic and entities, a share of the pointers each) instead of none, so that any
+    ``drawers_per_closet`` works with any ``max_chars``. A group always holds one id at
+    least; :func:`render_line` refuses an id too long for a line on its own.
+    """
+    budget = max_chars // 2
+    group: list[str] = []
+    used = len(_ARROW)
+    for drawer_id in ids:
+        extra = len(drawer_id) + (1 if group else 0)
+        if group and used + extra > budget:
+            yield tuple(group)
+            group, used, extra = [], len(_ARROW), len(drawer_id)
+        group.append(drawer_id)
+        used += extra
+    if group:
+        yield tuple(group)
+
+
 def _runs(drawers: Sequence[Drawer], size: int) -> Iterator[list[Drawer]]:
     """Drawers grouped by (wing, source, owner), in chunk order, cut into runs of ``size``."""
     groups: dict[tuple[str, str, str], list[Drawer]] = {}
@@ -127,8 +149,12 @@ def build_closets(
 ) -> list[Closet]:
     """The closets of ``drawers``: the extractor is run on runs of consecutive chunks.
 
+    An entry whose drawer ids do not fit on one line is filed as several closets, each
+    pointing to a share of them (see :func:`_pointer_groups`).
+
     Raises:
-        PluginError: the extractor raised, or pointed to a drawer it was not given.
+        PluginError: the extractor raised, or pointed to a drawer it was not given, or
+            to a drawer whose id alone does not fit in ``max_chars``.
     """
     closets: dict[str, Closet] = {}
     for run in _runs(drawers, drawers_per_closet):
@@ -147,17 +173,25 @@ def build_closets(
                 )
             if not entry.topic.strip() and not entry.entities:
                 continue
-            line, text = render_line(entry, max_chars=max_chars)
-            closet_id = "c_" + digest(first.wing, first.source, first.user_id or "", line)
-            closets[closet_id] = Closet(
-                id=closet_id,
-                line=line,
-                text=text,
-                wing=first.wing,
-                room=first.room,
-                source=first.source,
-                user_id=first.user_id,
-                extractor=extractor_name,
-                drawer_ids=tuple(entry.drawer_ids),
+            pointers = entry.drawer_ids
+            groups = (
+                [pointers]
+                if len(_ARROW + ",".join(pointers)) + 2 <= max_chars
+                else list(_pointer_groups(pointers, max_chars))
             )
+            for group in groups:
+                part = ClosetEntry(entry.topic, entry.entities, group)
+                line, text = render_line(part, max_chars=max_chars)
+                closet_id = "c_" + digest(first.wing, first.source, first.user_id or "", line)
+                closets[closet_id] = Closet(
+                    id=closet_id,
+                    line=line,
+                    text=text,
+                    wing=first.wing,
+                    room=first.room,
+                    source=first.source,
+                    user_id=first.user_id,
+                    extractor=extractor_name,
+                    drawer_ids=group,
+                )
     return list(closets.values())
