@@ -281,12 +281,15 @@ class KnowledgeGraph:
     ) -> Triple:
         """File a fact; return the triple that now holds it.
 
-        On a single-valued predicate, an open triple of the same subject with another
-        object is closed at this one's ``valid_from`` (with no ``valid_from``, at the
-        time of the call, which then becomes this triple's start). An open triple that
-        started *after* ``valid_from`` wins instead: this one is filed as history,
-        closed when that one started. The same fact already open is not filed twice:
-        the open triple is returned, with the higher confidence and the earlier start.
+        On a single-valued predicate the subject's values form one sequence ordered by
+        ``valid_from``, in whatever order they are filed: the value holding at the new
+        start is closed there (``ended_reason="superseded"``), and a value filed before a
+        later one the graph already knows is closed where that one starts. With no
+        ``valid_from``, a new value starts at the time of the call. The same value
+        already holding at the new start is a restatement: no second triple is filed,
+        the one holding keeps its interval and takes the higher confidence and any
+        source it lacked. On other predicates each object holds on its own; the same
+        fact already open is returned with the higher confidence and the earlier start.
 
         Args:
             subject: Who or what the fact is about.

@@ -6,6 +6,7 @@ palace's ledger carries it, so every write goes through the ledger's real transa
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -167,6 +168,53 @@ def test_a_backdated_value_does_not_override_a_newer_one(kg: KnowledgeGraph) -> 
     assert lisbon.ended_reason == "superseded"
     assert kg.query("Alice") == [porto]
     assert facts(kg.query("Alice", as_of="2020-01-01")) == [("Alice", "lives_in", "Lisbon")]
+
+
+def _history(kg: KnowledgeGraph, order: list[tuple[int, str]], user_id: str) -> list[str]:
+    """File ``(year, city)`` in ``order``; return the city held in the middle of each year."""
+    for year, city in order:
+        kg.add("Alice", "lives_in", city, valid_from=f"{year}-01-01", user_id=user_id)
+    years = sorted({year for year, _ in order})
+    answers = []
+    for year in years:
+        (held,) = kg.query("Alice", as_of=f"{year}-06-01", user_id=user_id)
+        answers.append(held.object)
+    return answers
+
+
+def test_single_valued_history_does_not_depend_on_filing_order(kg: KnowledgeGraph) -> None:
+    history = [(2010, "Lisbon"), (2012, "Porto"), (2015, "Paris"), (2016, "Rome"), (2020, "Oslo")]
+    truth = [city for _, city in history]
+    for n, order in enumerate(itertools.permutations(history)):
+        assert _history(kg, list(order), f"u{n}") == truth, order
+        assert [t.object for t in kg.query("Alice", user_id=f"u{n}")] == ["Oslo"]
+        assert kg.stats(user_id=f"u{n}").open == 1
+
+
+def test_restatements_in_or_against_time_order_are_merged(kg: KnowledgeGraph) -> None:
+    history = [(2010, "Lisbon"), (2011, "Lisbon"), (2012, "Porto"), (2013, "Lisbon")]
+    history += [(2014, "Lisbon")]
+    truth = [city for _, city in history]
+    merged = [
+        ("Lisbon", at("2010-01-01"), at("2012-01-01")),
+        ("Porto", at("2012-01-01"), at("2013-01-01")),
+        ("Lisbon", at("2013-01-01"), None),
+    ]
+    for user_id, order in (("forward", history), ("backward", history[::-1])):
+        assert _history(kg, order, user_id) == truth
+        timeline = kg.timeline("Alice", user_id=user_id)
+        assert [(t.object, t.valid_from, t.valid_to) for t in timeline] == merged
+
+
+def test_a_restatement_keeps_the_interval_it_joins(kg: KnowledgeGraph) -> None:
+    kg.add("Alice", "works_at", "Acme", valid_from="2020-01-01", confidence=0.5)
+    kg.add("Alice", "works_at", "Globex", valid_from="2022-01-01")
+    again = kg.add("Alice", "works_at", "Acme", valid_from="2021-01-01", confidence=0.9,
+                   source_drawer="d7")  # fmt: skip
+
+    assert (again.valid_from, again.valid_to) == (at("2020-01-01"), at("2022-01-01"))
+    assert (again.confidence, again.source_drawer) == (0.9, "d7")
+    assert len(kg.timeline("Alice")) == 2
 
 
 def test_multi_valued_predicates_keep_every_value(kg: KnowledgeGraph) -> None:

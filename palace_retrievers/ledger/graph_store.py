@@ -27,16 +27,22 @@ class GraphStore(ABC):
 
     @abstractmethod
     def add_triple(self, triple: Triple, *, single_valued: bool) -> Triple:
-        """File ``triple`` (its ``id`` is assigned here) and its two entities, at once.
+        """File ``triple`` and its two entities, in one transaction.
 
-        An open triple with the same owner, subject key, predicate and object key is not
-        filed again: it is returned with the higher confidence, the earlier start and
-        any source it lacked. With ``single_valued``, open triples of the same owner,
-        subject key and predicate with another object are closed (reason
-        ``"superseded"``) at the new triple's ``valid_from`` (the call's time when it has
-        none; that time then becomes its start) if they started no later; if one started
-        later, the new triple is filed closed at the earliest such start instead. A
-        triple that arrives closed (``valid_to`` set) closes nothing.
+        The store assigns the triple's ``id`` and ``created_at``. A triple that arrives
+        closed (``valid_to`` set) is filed as given (an identical one is merged).
+
+        An open triple of a multi-valued predicate that is already open (same owner,
+        subject key, predicate and object key) is not filed again: the open one is kept
+        with the higher confidence, the earliest known start and any source it lacked.
+
+        With ``single_valued``, the triples of the owner's subject and predicate form a
+        sequence of values ordered by start, whatever order they arrive in: a triple with
+        no ``valid_from`` starts at the call's time (unless it is the first value, or its
+        value is the open one); if the same value already holds at the new start it is
+        merged as above (its interval unchanged); otherwise the triple holding at the new
+        start is closed there (reason ``"superseded"``) and the new triple is filed, closed
+        at the next start the graph knows of, if any.
 
         Returns:
             The triple as stored.

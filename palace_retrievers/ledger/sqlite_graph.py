@@ -94,13 +94,7 @@ class SQLiteGraphStore(GraphStore):
                 (triple.object_key, triple.object),
             ):
                 _upsert_entity(db, owner, key, name, None, _stamp(now))
-            if triple.valid_to is None:
-                same = _open_triples(db, owner, triple, same_object=True)
-                if same:
-                    return _merge_triple(db, same[0], triple)
-                if single_valued:
-                    triple = _supersede(db, owner, triple, now)
-            else:
+            if triple.valid_to is not None:
                 twin = db.execute(
                     f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
                     "AND predicate = ? AND object_key = ? AND valid_from IS ? AND valid_to = ?",
@@ -115,6 +109,12 @@ class SQLiteGraphStore(GraphStore):
                 ).fetchone()
                 if twin is not None:
                     return _merge_triple(db, _triple(twin), triple)
+            elif single_valued:
+                return _file_in_sequence(db, owner, triple, now)
+            else:
+                same = _open_triples(db, owner, triple)
+                if same:
+                    return _merge_triple(db, same[0], triple)
             return _insert_triple(db, owner, triple, now)
 
     def close_triples(
@@ -268,14 +268,11 @@ def _upsert_entity(
     )
 
 
-def _open_triples(
-    db: sqlite3.Connection, owner: str, triple: Triple, *, same_object: bool
-) -> list[Triple]:
-    """The open triples of the triple's subject and predicate, with its object or not."""
-    test = "=" if same_object else "<>"
+def _open_triples(db: sqlite3.Connection, owner: str, triple: Triple) -> list[Triple]:
+    """The open triples of the same owner, subject, predicate and object."""
     rows = db.execute(
         f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
-        f"AND predicate = ? AND object_key {test} ? AND valid_to IS NULL {_ORDER}",
+        f"AND predicate = ? AND object_key = ? AND valid_to IS NULL {_ORDER}",
         (owner, triple.subject_key, triple.predicate, triple.object_key),
     ).fetchall()
     return [_triple(row) for row in rows]
@@ -306,22 +303,55 @@ def _merge_triple(db: sqlite3.Connection, old: Triple, new: Triple) -> Triple:
     return merged
 
 
-def _supersede(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
-    """Close what a new single-valued triple replaces; return the triple to file."""
-    rivals = _open_triples(db, owner, triple, same_object=False)
-    if not rivals:
-        return triple
-    start = triple.valid_from or now
-    earlier = [r for r in rivals if r.valid_from is None or r.valid_from <= start]
-    later = [r.valid_from for r in rivals if r.valid_from is not None and r.valid_from > start]
+def _covers(triple: Triple, at: datetime) -> bool:
+    return (triple.valid_from is None or triple.valid_from <= at) and (
+        triple.valid_to is None or at < triple.valid_to
+    )
+
+
+def _file_in_sequence(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
+    """File an open triple of a single-valued predicate into its subject's run of values.
+
+    The values of one subject and predicate form a sequence ordered by start, whatever
+    order they arrive in: the triple holding at the new start (another value) ends there,
+    and the new triple ends where the next known start begins. A value already holding
+    at that start is the same fact restated, and is merged instead.
+    """
+    chain = [
+        _triple(row)
+        for row in db.execute(
+            f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
+            f"AND predicate = ? {_ORDER}",
+            (owner, triple.subject_key, triple.predicate),
+        )
+    ]
+    start = triple.valid_from
+    if start is None:
+        current = [t for t in chain if t.object_key == triple.object_key and t.is_open]
+        if current:
+            return _merge_triple(db, current[0], triple)
+        if not chain:
+            return _insert_triple(db, owner, triple, now)
+        start = now  # a new value with no start begins when it is learnt
+    for held in chain:
+        if held.object_key == triple.object_key and _covers(held, start):
+            # Restated: keep the interval the graph knows, take the better confidence.
+            return _merge_triple(db, held, replace(triple, valid_from=None))
+    ended = [t for t in chain if _covers(t, start)]
     db.executemany(
         "UPDATE triples SET valid_to = ?, ended_reason = 'superseded' WHERE id = ?",
-        [(_iso(start), r.id) for r in earlier],
+        [(_iso(start), t.id) for t in ended],
     )
+    filed = replace(triple, valid_from=start)
+    later = [t for t in chain if t.valid_from is not None and t.valid_from > start]
     if later:
-        # The graph already knows a newer value: this one is history, ended by it.
-        return replace(triple, valid_from=start, valid_to=min(later), ended_reason="superseded")
-    return replace(triple, valid_from=start)
+        following = min(later, key=lambda t: t.valid_from or start)
+        if following.object_key == triple.object_key:
+            # The next known value is this one: it held from the earlier start.
+            return _merge_triple(db, following, filed)
+        # The graph already knows what came next: this value is history, ended by it.
+        filed = replace(filed, valid_to=following.valid_from, ended_reason="superseded")
+    return _insert_triple(db, owner, filed, now)
 
 
 def _insert_triple(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
