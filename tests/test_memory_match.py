@@ -1,0 +1,243 @@
+"""compare() and slot_of(): duplicates, updates and new memories decided by structure.
+
+The pure-logic tests pass the similarity the issue measured with all-MiniLM-L6-v2 (or a
+plausible one); ``test_the_measured_pairs_with_the_real_model`` computes it with the real
+model, so that the verdicts are checked against what a palace would actually pass in.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from palace_retrievers.embedder import Embedder
+from palace_retrievers.errors import InvalidQueryError, PalaceError
+from palace_retrievers.memory_match import VERDICTS, Match, compare, slot_of
+from palace_retrievers.slots import parse
+from palace_retrievers.wording import tokens
+
+PAIRS = Path(__file__).parents[1] / "benchmarks" / "data"
+
+#: The issue's four pairs and the similarity it measured for each.
+MEASURED = [
+    ("The team standup is at 9am", "The team standup is at 10am", 0.941, "9am", "10am"),
+    (
+        "We use MySQL for the orders database",
+        "We use PostgreSQL for the orders database",
+        0.923,
+        "MySQL",
+        "PostgreSQL",
+    ),
+    ("My favourite editor is Vim", "My favourite editor is Emacs", 0.806, "Vim", "Emacs"),
+    ("I live in Lisbon", "I live in Porto now", 0.692, "Lisbon", "Porto"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "similarity", "old_value", "new_value"), MEASURED)
+def test_the_issues_measured_pairs_are_updates(
+    old: str, new: str, similarity: float, old_value: str, new_value: str
+) -> None:
+    match = compare(old, new, similarity=similarity)
+    assert match.verdict == "update", match
+    assert (match.old_value or "").lower() == old_value.lower()
+    assert (match.new_value or "").lower() == new_value.lower()
+
+
+@pytest.mark.slow
+def test_the_measured_pairs_with_the_real_model(real_embedder: Embedder) -> None:
+    texts = [t for old, new, *_ in MEASURED for t in (old, new)]
+    vectors = np.asarray(real_embedder.embed_documents(texts))
+    for i, (old, new, *_) in enumerate(MEASURED):
+        similarity = float(vectors[2 * i] @ vectors[2 * i + 1])
+        # What a similarity rule would do: two of them merged (>= 0.85), two kept apart.
+        assert compare(old, new, similarity=similarity).verdict == "update", (old, similarity)
+    # And the real model finds wording-only duplicates duplicates.
+    same = ["The team standup is at 9am", "the team standup is at nine a.m."]
+    a, b = np.asarray(real_embedder.embed_documents(same))
+    assert compare(*same, similarity=float(a @ b)).verdict == "duplicate"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("The team standup is at 9am", "the team standup is at nine a.m."),
+        ("The team standup is at 9am", "Our team standup is at 09:00"),
+        ("I live in Lisbon", "I'm living in Lisbon."),
+        ("I live in Lisbon", "I'm based in Lisbon"),
+        ("My favourite editor is Vim", "Vim is my favorite editor"),
+        ("I like tea and coffee", "I like coffee and tea"),
+        ("Our team has 6 engineers", "Our team has six engineers"),
+        ("The marketing budget is $5,000", "The marketing budget is 5000 dollars"),
+        ("The release is scheduled for 2026-03-01", "The release is scheduled for March 1, 2026"),
+        ("The report is due on Friday", "The report's due Friday."),
+        ("我住在里斯本", "我现在住在里斯本。"),
+        ("团队站会在早上9点", "团队站会在上午九点"),
+        ("市场预算是5000元", "市场预算是五千元"),
+        ("Vim是我最喜欢的编辑器", "我最喜欢的编辑器是Vim"),
+    ],
+)
+def test_the_same_text_up_to_wording_is_a_duplicate(old: str, new: str) -> None:
+    # A low similarity on purpose: these are decided by structure, not by the model.
+    assert compare(old, new, similarity=0.5).verdict == "duplicate"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "similarity"),
+    [
+        ("The team standup is at 9am", "Standup moved to 10am", 0.8),
+        (
+            "We use MySQL for the orders database",
+            "We migrated the orders database to Postgres",
+            0.6,
+        ),
+        ("I live in Lisbon", "I moved to Porto", 0.6),
+        ("I live in Lisbon", "I don't live in Lisbon anymore", 0.8),
+        ("I work at Google", "I joined Stripe", 0.4),
+        ("I prefer Python over JavaScript", "I prefer JavaScript over Python now", 0.97),
+        ("My manager is Ana", "Rui is my manager now", 0.6),
+        ("We're on Python 3.11", "We upgraded to Python 3.13", 0.7),
+        ("The release is scheduled for 2026-03-01", "The release has been pushed to April 1", 0.8),
+        ("I eat meat", "I no longer eat meat", 0.7),
+        ("我住在里斯本", "我现在住在波尔图", 0.64),
+        ("我们用MySQL做订单数据库", "订单数据库现在用的是PostgreSQL", 0.7),
+        ("团队站会在早上9点", "团队站会改到早上10点了", 0.9),
+        ("我最喜欢的编辑器是Vim", "我最喜欢的编辑器是Emacs", 0.99),
+        ("我在谷歌工作", "我跳槽到了字节跳动", 0.5),
+        ("比起咖啡我更喜欢茶", "比起茶我更喜欢咖啡", 1.0),
+        ("我吃肉", "我不吃肉了", 0.9),
+    ],
+)
+def test_the_same_slot_with_another_value_is_an_update(
+    old: str, new: str, similarity: float
+) -> None:
+    assert compare(old, new, similarity=similarity).verdict == "update"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "similarity"),
+    [
+        ("The team standup is at 9am", "The team retro is at 9am", 0.72),
+        ("I live in Lisbon", "My sister lives in Lisbon", 0.8),
+        ("I live in Lisbon", "I work in Lisbon", 0.88),
+        ("My sister lives in Paris", "My brother lives in Paris", 0.89),
+        ("I like hiking", "I like painting", 0.53),
+        ("We use MySQL for the orders database", "We use Redis for the session cache", 0.5),
+        ("My favourite editor is Vim", "My favourite language is Python", 0.42),
+        ("I work as a data analyst", "I work with a data analyst", 0.96),
+        ("My manager is Ana", "My manager is on holiday", 0.49),
+        ("We're on Python 3.11", "We're on Django 4.2", 0.56),
+        ("The design review is in room 4B", "The design review is at 3pm", 0.6),
+        ("My birthday is on May 3rd", "My sister's birthday is on May 3rd", 0.9),
+        ("我住在里斯本", "我妹妹住在里斯本", 0.99),
+        ("我在谷歌工作", "我在谷歌吃午饭", 0.998),
+        ("我的经理是安娜", "我的导师是安娜", 1.0),
+        ("我喜欢爬山", "我喜欢画画", 0.9),
+        ("I live in Lisbon", "We deploy on Tuesdays", 0.1),
+    ],
+)
+def test_anything_else_is_new(old: str, new: str, similarity: float) -> None:
+    assert compare(old, new, similarity=similarity).verdict == "new"
+
+
+def test_similarity_alone_decides_only_what_structure_leaves_open() -> None:
+    # A paraphrase with no slot and another verb: a duplicate only when the model agrees.
+    old, new = "I go climbing at Boulderhaus", "I climb at Boulderhaus"
+    assert compare(old, new, similarity=0.96).verdict == "duplicate"
+    assert compare(old, new, similarity=0.80).verdict == "new"
+    # The thresholds are the caller's: a lower duplicate threshold lets 0.80 merge.
+    lowered = compare(old, new, similarity=0.80, duplicate_threshold=0.8, supersede_threshold=0.7)
+    assert lowered.verdict == "duplicate"
+    # But no similarity merges two different times: that is an update, always.
+    assert compare("Standup is at 9am", "Standup is at 10am", similarity=1.0).verdict == "update"
+
+
+def test_a_match_says_why_and_which_slot() -> None:
+    match = compare("I live in Lisbon", "I live in Porto now", similarity=0.69)
+    assert isinstance(match, Match)
+    assert match.verdict in VERDICTS
+    assert match.slot == "i|lives_in"
+    assert "slot" in match.reason
+    assert (match.old_value, match.new_value) == ("Lisbon", "Porto")
+
+
+@pytest.mark.parametrize(
+    ("text", "slot"),
+    [
+        ("I live in Porto now", "i|lives_in"),
+        ("I'm based in Lisbon", "i|lives_in"),
+        ("我现在住在波尔图", "i|lives_in"),
+        ("I work at Google", "i|works_at"),
+        ("我在谷歌工作", "i|works_at"),
+        ("I work as a data engineer", "i|works_as"),
+        ("We use MySQL for the orders database", "order database|uses"),
+        ("The orders database runs on PostgreSQL now", "order database|uses"),
+        ("我们用MySQL做订单数据库", "订单数据库|uses"),
+        ("The team standup is at 9am", "team standup|time"),
+        ("团队站会在早上9点", "团队站会|time"),
+        ("The report is due on Friday", "report|date"),
+        ("My favourite editor is Vim", "i|favourite_editor"),
+        ("Emacs is my favorite editor", "i|favourite_editor"),
+        ("My manager is Ana", "i|manager"),
+        ("I prefer tabs over spaces", "i|prefers:spac/tab"),
+        ("Alice is the project lead", "project lead|is"),
+        ("My name is Sam", "i|name"),
+        ("I like hiking", None),
+        ("We use Slack", None),
+        ("I met Ana yesterday and we talked about the launch plan", None),
+        ("", None),
+    ],
+)
+def test_slot_of(text: str, slot: str | None) -> None:
+    assert slot_of(text) == slot
+
+
+def test_a_negated_statement_keeps_its_slot() -> None:
+    statement = parse("I don't live in Lisbon anymore")
+    assert statement is not None
+    assert (statement.slot, statement.value_key, statement.negated) == (
+        "i|lives_in",
+        "lisbon",
+        True,
+    )
+
+
+def test_wording_is_canonical() -> None:
+    keys = [
+        [t.key for t in tokens(text)] for text in ("9am", "9 a.m.", "nine AM", "09:00", "早上九点")
+    ]
+    assert all(k == ["09:00"] for k in keys), keys
+    assert [t.key for t in tokens("周二")] == ["tue"]
+    assert [t.key for t in tokens("Tuesdays")] == ["tue"]
+    assert [t.kind for t in tokens("I don't")] == ["word", "neg"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"similarity": 1.5},
+        {"similarity": float("nan")},
+        {"similarity": "0.9"},
+        {"similarity": 0.9, "duplicate_threshold": 0.8, "supersede_threshold": 0.9},
+        {"similarity": 0.9, "duplicate_threshold": 1.2},
+    ],
+)
+def test_bad_arguments_raise_a_palace_error(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidQueryError) as raised:
+        compare("a", "b", **kwargs)  # type: ignore[arg-type]
+    assert isinstance(raised.value, PalaceError)
+
+
+def test_empty_or_odd_texts_are_new_not_errors() -> None:
+    assert compare("", "", similarity=1.0).verdict in VERDICTS
+    assert compare("???", "I live in Lisbon", similarity=0.0).verdict == "new"
+    assert compare("x" * 10_000, "y" * 10_000, similarity=0.2).verdict == "new"
+
+
+def test_the_labelled_pairs_load_and_cover_both_languages() -> None:
+    pairs = [json.loads(line) for line in (PAIRS / "memory_pairs.jsonl").open(encoding="utf-8")]
+    assert len(pairs) >= 300
+    assert {p["label"] for p in pairs} == set(VERDICTS)
+    assert {p["lang"] for p in pairs} == {"en", "zh"}
