@@ -5,7 +5,7 @@ An extractor reads a run of consecutive drawers of one source and returns
 line ``topic|entities|→drawer_ids`` (see :mod:`palace_retrievers.closets`). The suite
 checks what the palace relies on: entries point only to the drawers given, the same
 drawers always give the same entries, nothing in gives nothing out, any text (unicode,
-separators, one huge drawer, thousands of drawers) gives lines that fit, and one
+separators, one huge drawer, hundreds of drawers) gives lines that fit, and one
 extractor can serve several threads at once.
 """
 
@@ -101,11 +101,13 @@ class ClosetExtractorTests:
     Subclass it and provide the ``extractor_factory`` fixture: the callable the plugin
     registers (``factory(options) -> ClosetExtractor``). Override ``sample_drawers`` when
     the extractor looks for something the default English sample does not hold (use
-    :func:`drawers` to build them), and :attr:`languages` for the languages it reads.
+    :func:`drawers` to build them), and set :attr:`languages` to the languages it reads.
     """
 
-    #: Languages the extractor reads: it must find something in each :data:`SAMPLES` entry.
-    languages: ClassVar[tuple[str, ...]] = ("en",)
+    #: Languages the extractor claims to read (keys of :data:`SAMPLES`): it must find
+    #: something in each one's sample. None by default: an extractor that looks for
+    #: something special (tickets, hashtags) is checked on its ``sample_drawers`` alone.
+    languages: ClassVar[tuple[str, ...]] = ()
     #: Consecutive drawers per call (the palace's ``closets.drawers_per_closet``).
     drawers_per_closet: ClassVar[int] = 3
     #: Drawers in the large-batch test.
@@ -248,17 +250,17 @@ class ClosetExtractorTests:
         self.assert_well_formed(extractor.extract(drawers=huge), huge)
         self.build(extractor, huge, per_closet=1)
 
-    def test_a_large_batch(self, extractor: ClosetExtractor) -> None:
-        """Thousands of drawers from many sources, cut into runs as the palace does."""
+    def test_a_large_batch(self, extractor: ClosetExtractor, sample_drawers: list[Drawer]) -> None:
+        """Hundreds of drawers from many sources, cut into runs as the palace does."""
+        sample = [d.text for d in sample_drawers]
         given: list[Drawer] = []
-        per_source = 20
-        for s in range(max(1, self.batch_size // per_source)):
-            texts = [_varied_text(s * per_source + n) for n in range(per_source)]
+        for s in range(max(2, self.batch_size // (len(sample) + 2))):
+            texts = [*sample, _varied_text(2 * s), _varied_text(2 * s + 1)]
             given += drawers(texts, source=f"test://batch/{s:03d}", wing=f"w{s % 3}")
         closets = self.build(extractor, given, per_closet=self.drawers_per_closet)
-        pointed = {i for c in closets for i in c.drawer_ids}
-        assert pointed <= {d.id for d in given}
-        assert closets, "nothing found in hundreds of drawers naming people and places"
+        assert closets, "the sample, repeated in many sources, gave no closet"
+        sources = {c.source for c in closets}
+        assert len(sources) > 1
 
     def test_one_extractor_serves_several_threads(self, extractor: ClosetExtractor) -> None:
         runs = [
