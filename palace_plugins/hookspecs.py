@@ -29,5 +29,10 @@ def palace_register_closet_extractors(register: Register) -> None:
 
 
 @hookspec
+def palace_register_memory_extractors(register: Register) -> None:
+    """Register memory extractors: ``register(name, factory(options) -> MemoryExtractor)``."""
+
+
+@hookspec
 def palace_register_embedders(register: Register) -> None:
     """Register embedders: ``register(name, factory(*, model, options) -> Embedder)``."""

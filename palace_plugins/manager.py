@@ -30,6 +30,7 @@ HOOKS = {
     "backend": "palace_register_backends",
     "source": "palace_register_sources",
     "closet extractor": "palace_register_closet_extractors",
+    "memory extractor": "palace_register_memory_extractors",
     "embedder": "palace_register_embedders",
 }
 
@@ -230,6 +231,9 @@ class PluginManager:
 
     def closet_extractor(self, name: str) -> Callable[..., Any]:
         return self.registry("closet extractor").get(name)  # type: ignore[no-any-return]
+
+    def memory_extractor(self, name: str) -> Callable[..., Any]:
+        return self.registry("memory extractor").get(name)  # type: ignore[no-any-return]
 
     def plugins(self) -> Iterator[PluginInfo]:
         """Every registered plugin, then every one that failed to load."""

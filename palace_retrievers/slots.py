@@ -159,7 +159,8 @@ _PREFER = _any("prefer|prefers|like|likes|love|loves|enjoy|enjoys")
 _OVER = _any("over|to|more than|better than|rather than|instead of")
 _USE = _any(
     "use|uses|using|is using|switched to|have switched to|moved to|migrated to|went with|"
-    "chose|picked|rely on|relies on|standardized on|standardised on"
+    "chose|picked|rely on|relies on|standardized on|standardised on|go with|going with|"
+    "is going with|stick with|settled on"
 )
 _MIGRATE = "(?:have |has )?" + _any("migrated|moved|switched|changed|ported|rewrote|rewritten")
 _RUNS_ON = _any(
@@ -262,7 +263,7 @@ def _build(predicate: str, match: re.Match[str]) -> Statement | None:
         if _subject(subject) in _PRONOUNS:
             return None  # "we use X": a team uses many things at once
     elif predicate == "is":
-        subject = groups["x"]
+        subject, predicate = groups["x"], "holder"
     elif predicate == "when":
         subject = subject + (groups.get("verb") or "")
         if re.match(r"^(?:i|we|you|he|she|they)$", subject.strip()):
@@ -288,7 +289,10 @@ def _build(predicate: str, match: re.Match[str]) -> Statement | None:
 
 
 def parse(text: str) -> Statement | None:
-    """The single-valued statement ``text`` makes, or ``None`` when it makes none we know."""
+    """The single-valued statement ``text`` makes, or ``None`` when it makes none we know.
+
+    The statement's ``span`` points into ``wording.read(text)[0]``.
+    """
     return parse_tokens(tokens(text))
 
 

@@ -430,7 +430,7 @@ def _zh_pronouns(tokens: list[Token]) -> list[Token]:
     while i < len(tokens):
         token = tokens[i]
         if token.kind == "cjk":
-            pair = token.word + (tokens[i + 1].word if i + 1 < len(tokens) else "")
+            pair = token.word + tokens[i + 1].word if i + 1 < len(tokens) else ""
             if pair in _ZH_PRONOUNS:
                 out.append(Token(_ZH_PRONOUNS[pair], pair, "word", token.start, tokens[i + 1].end))
                 i += 2
@@ -441,7 +441,7 @@ def _zh_pronouns(tokens: list[Token]) -> list[Token]:
                 )
                 i += 1
                 continue
-            if pair in ("没有",):
+            if pair == "没有":
                 out.append(Token("not", pair, "neg", token.start, tokens[i + 1].end))
                 i += 2
                 continue

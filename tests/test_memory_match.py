@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.errors import InvalidQueryError, PalaceError
@@ -182,7 +184,7 @@ def test_a_match_says_why_and_which_slot() -> None:
         ("Emacs is my favorite editor", "i|favourite_editor"),
         ("My manager is Ana", "i|manager"),
         ("I prefer tabs over spaces", "i|prefers:spac/tab"),
-        ("Alice is the project lead", "project lead|is"),
+        ("Alice is the project lead", "project lead|holder"),
         ("My name is Sam", "i|name"),
         ("I like hiking", None),
         ("We use Slack", None),
@@ -241,3 +243,28 @@ def test_the_labelled_pairs_load_and_cover_both_languages() -> None:
     assert len(pairs) >= 300
     assert {p["label"] for p in pairs} == set(VERDICTS)
     assert {p["lang"] for p in pairs} == {"en", "zh"}
+
+
+# -- properties ---------------------------------------------------------------------------
+
+_PIECES = [
+    *"abcdefghijklmnopqrstuvwxyz ABCMPT0123456789.,:;!?'-$€%/+()",
+    *"我们住在里斯本工作的是不了用做吗周一二三十点早上",
+    *["I ", "we ", "live in ", "is at ", "9am ", "Friday ", "not ", "my ", "favourite "],
+]
+_TEXT = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=_TEXT, new=_TEXT, similarity=st.floats(-1.0, 1.0))
+def test_compare_never_fails_and_answers_a_verdict(old: str, new: str, similarity: float) -> None:
+    match = compare(old, new, similarity=similarity)
+    assert match.verdict in VERDICTS
+    assert match.reason
+    slot_of(old)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_TEXT, similarity=st.floats(-1.0, 1.0))
+def test_a_text_duplicates_itself(text: str, similarity: float) -> None:
+    assert compare(text, text, similarity=similarity).verdict == "duplicate"
