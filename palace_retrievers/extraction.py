@@ -29,12 +29,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from palace_retrievers.errors import PluginError
-from palace_retrievers.memories import MEMORY_KINDS
 from palace_retrievers.records import Drawer
 from palace_retrievers.wording import words
 
 log = logging.getLogger(__name__)
 
+#: The kinds a candidate may have: the memory kinds (``memories.MEMORY_KINDS``).
+KINDS = ("fact", "preference", "decision", "summary", "event")
 #: ``(subject, predicate, object, valid_from)``: a fact for the knowledge graph.
 TripleSpec = tuple[str, str, str, datetime | None]
 
@@ -89,10 +90,8 @@ class Candidate:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
             raise PluginError("a memory candidate needs a non-empty text")
-        if self.kind not in MEMORY_KINDS:
-            raise PluginError(
-                f"unknown memory kind {self.kind!r}; kinds are: {', '.join(MEMORY_KINDS)}"
-            )
+        if self.kind not in KINDS:
+            raise PluginError(f"unknown memory kind {self.kind!r}; kinds are: {', '.join(KINDS)}")
         if (
             isinstance(self.importance, bool)
             or not isinstance(self.importance, int | float)

@@ -24,6 +24,7 @@ from palace_plugins.builtin.llm_memories import PROMPT, LLMMemoryExtractor, pars
 from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
 from palace_retrievers.errors import ConfigError, PluginError, PluginNotFoundError
 from palace_retrievers.extraction import (
+    KINDS,
     Candidate,
     MemoryExtractor,
     extract_memories,
@@ -309,6 +310,12 @@ def test_llm_module_does_not_import_langchain() -> None:
 
 
 # -- the contract -------------------------------------------------------------------------
+
+
+def test_candidate_kinds_are_the_memory_kinds() -> None:
+    from palace_retrievers.memories import MEMORY_KINDS
+
+    assert set(KINDS) == set(MEMORY_KINDS)
 
 
 def test_candidates_are_checked() -> None:

@@ -40,6 +40,7 @@ from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.extraction import (
+    KINDS,
     Candidate,
     MemoryExtractor,
     TripleSpec,
@@ -47,7 +48,6 @@ from palace_retrievers.extraction import (
     prose,
     user_speaker,
 )
-from palace_retrievers.memories import MEMORY_KINDS
 from palace_retrievers.records import Drawer
 from palace_retrievers.slots import slot_of
 
@@ -210,7 +210,7 @@ class LLMMemoryExtractor(MemoryExtractor):
             log.info("the llm memory extractor skipped an item without a usable text: %r", item)
             return None
         text = " ".join(text.split())
-        kind = item.get("kind") if item.get("kind") in MEMORY_KINDS else "fact"
+        kind = item.get("kind") if item.get("kind") in KINDS else "fact"
         importance = item.get("importance", self.importance)
         if isinstance(importance, bool) or not isinstance(importance, int | float):
             importance = self.importance
