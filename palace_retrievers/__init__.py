@@ -3,7 +3,8 @@
 >>> from palace_retrievers import Palace
 >>> palace = Palace.open("~/.palace/default")          # doctest: +SKIP
 >>> palace.mine("~/notes", wing="notes")               # doctest: +SKIP
->>> hits = palace.search("which database do we use?")  # doctest: +SKIP
+>>> palace.remember("We moved to PostgreSQL 15", kind="decision", user_id="u1")  # doctest: +SKIP
+>>> hits = palace.search("which database do we use?", user_id="u1")  # doctest: +SKIP
 """
 
 from palace_retrievers.config import Config
@@ -12,6 +13,7 @@ from palace_retrievers.errors import (
     EmbedderMismatchError,
     IndexUnavailableError,
     InvalidQueryError,
+    MemoryNotFoundError,
     PalaceBusyError,
     PalaceError,
     PalaceNotFoundError,
@@ -20,6 +22,7 @@ from palace_retrievers.errors import (
     SchemaError,
     SourceError,
 )
+from palace_retrievers.memories import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.mining import MineReport
 from palace_retrievers.palace import Palace, PalaceStats
 from palace_retrievers.records import Drawer, Filter, Hit
@@ -33,9 +36,14 @@ __all__ = [
     "Drawer",
     "EmbedderMismatchError",
     "Filter",
+    "ForgetReport",
+    "GcReport",
     "Hit",
     "IndexUnavailableError",
     "InvalidQueryError",
+    "Memory",
+    "MemoryEvent",
+    "MemoryNotFoundError",
     "MineReport",
     "Palace",
     "PalaceBusyError",
@@ -44,6 +52,7 @@ __all__ = [
     "PalaceStats",
     "PluginError",
     "PluginNotFoundError",
+    "Remembered",
     "SchemaError",
     "SourceError",
     "SyncReport",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
 from palace_retrievers.errors import ConfigError
+from palace_retrievers.kg import DEFAULT_SINGLE_VALUED
 
 CONFIG_FILE = "palace.toml"
 ENV_PREFIX = "PALACE_"
@@ -224,6 +225,171 @@ class MiningConfig:
             raise ConfigError(f"mining.lock_timeout must be >= 0, not {self.lock_timeout}")
 
 
+EXTRACTED_STATUSES = ("active", "pending")
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """How memories are deduplicated, recalled, put in context and forgotten.
+
+    See :mod:`palace_retrievers.remembering` (dedupe, supersede, gc) and
+    :mod:`palace_retrievers.recall` (scoring and the context block).
+    """
+
+    search: bool = field(default=True, metadata=_doc("search memories together with drawers"))
+    duplicate_similarity: float = field(
+        default=0.92,
+        metadata=_doc(
+            "cosine at or above which a new memory repeats an old one (when the structural "
+            "matcher cannot tell)"
+        ),
+    )
+    supersede_similarity: float = field(
+        default=0.85,
+        metadata=_doc(
+            "cosine at or above which a new memory replaces an old one (when the structural "
+            "matcher cannot tell)"
+        ),
+    )
+    candidate_similarity: float = field(
+        default=0.5,
+        metadata=_doc("cosine an old memory needs to be compared with a new one at all"),
+    )
+    candidates: int = field(
+        default=10, metadata=_doc("old memories compared with a new one, at most")
+    )
+    relevance_weight: float = field(
+        default=0.6, metadata=_doc("recall score: weight of relevance to the query")
+    )
+    importance_weight: float = field(
+        default=0.2, metadata=_doc("recall score: weight of importance")
+    )
+    freshness_weight: float = field(
+        default=0.1, metadata=_doc("recall score: weight of freshness (see half_life_days)")
+    )
+    heat_weight: float = field(
+        default=0.1, metadata=_doc("recall score: weight of heat (access count, capped)")
+    )
+    half_life_days: float = field(
+        default=30.0, metadata=_doc("days after which a memory's freshness has halved")
+    )
+    heat_cap: int = field(default=10, metadata=_doc("accesses at which heat reaches 1"))
+    min_relevance: float = field(
+        default=0.3,
+        metadata=_doc(
+            "match to the query (cosine and query terms, see palace_retrievers.recall) "
+            "a memory needs to be recalled"
+        ),
+    )
+    weight: float = field(
+        default=1.0,
+        metadata=_doc("multiplies a memory hit's recall score when merged with drawer hits"),
+    )
+    recall_candidates: int = field(
+        default=20, metadata=_doc("memories fetched per search (vector and full text each)")
+    )
+    gc_superseded_days: float = field(
+        default=90.0, metadata=_doc("gc archives memories superseded for this many days")
+    )
+    gc_unused_days: float = field(
+        default=180.0,
+        metadata=_doc("gc archives memories unused for this many days (if unimportant)"),
+    )
+    gc_unused_importance: float = field(
+        default=0.3,
+        metadata=_doc("gc archives an unused memory only if its importance is below this"),
+    )
+    extractor: str = field(
+        default="rules",
+        metadata=_doc('memory extractor plugin run at mine time; "" extracts none'),
+    )
+    extracted_status: str = field(
+        default="active", metadata=_doc('status of extracted memories: "active" or "pending"')
+    )
+    extracted_importance: float = field(
+        default=0.5, metadata=_doc("importance of extracted memories")
+    )
+    context_tokens: int = field(
+        default=800, metadata=_doc("token budget of palace.context (a token ~ 4 characters)")
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "duplicate_similarity",
+            "supersede_similarity",
+            "candidate_similarity",
+            "relevance_weight",
+            "importance_weight",
+            "freshness_weight",
+            "heat_weight",
+            "min_relevance",
+            "gc_unused_importance",
+            "extracted_importance",
+        ):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"memory.{name} must lie in [0, 1], not {getattr(self, name)}")
+        if self.supersede_similarity > self.duplicate_similarity:
+            raise ConfigError(
+                "memory.supersede_similarity cannot be above memory.duplicate_similarity"
+            )
+        weights = (
+            self.relevance_weight,
+            self.importance_weight,
+            self.freshness_weight,
+            self.heat_weight,
+        )
+        if sum(weights) <= 0:
+            raise ConfigError("memory: the four recall weights cannot all be 0")
+        for name in ("candidates", "heat_cap", "recall_candidates", "context_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"memory.{name} must be at least 1, not {getattr(self, name)}")
+        if self.half_life_days <= 0:
+            raise ConfigError(f"memory.half_life_days must be positive, not {self.half_life_days}")
+        if min(self.gc_superseded_days, self.gc_unused_days, self.weight) < 0:
+            raise ConfigError(
+                "memory.gc_superseded_days, memory.gc_unused_days and memory.weight "
+                "cannot be negative"
+            )
+        if self.extracted_status not in EXTRACTED_STATUSES:
+            raise ConfigError(
+                f"memory.extracted_status must be one of {', '.join(EXTRACTED_STATUSES)}, "
+                f"not {self.extracted_status!r}"
+            )
+
+
+#: Predicates that hold one value at a time unless ``[graph] single_valued`` says otherwise
+#: (``*`` matches any run of characters): the graph's defaults, and ``prefers_*`` (one
+#: preferred editor, one preferred language, ...).
+SINGLE_VALUED = (*DEFAULT_SINGLE_VALUED, "prefers_*")
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """The temporal knowledge graph (:mod:`palace_retrievers.kg`)."""
+
+    single_valued: list[str] = field(
+        default_factory=lambda: list(SINGLE_VALUED),
+        metadata=_doc(
+            "predicates that hold one value at a time: a new value closes the old one "
+            "(* matches any run of characters)"
+        ),
+    )
+    boost: float = field(
+        default=0.05,
+        metadata=_doc(
+            "search: added to a drawer that a triple of an entity the query names came from"
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.boost <= 1:
+            raise ConfigError(
+                f"graph.boost must lie in [0, 1] (a boost only raises), not {self.boost}"
+            )
+        if any(not name.strip() for name in self.single_valued):
+            raise ConfigError("graph.single_valued cannot hold an empty predicate")
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything a palace can be told. See ``docs`` in each field's metadata."""
@@ -237,6 +403,8 @@ class Config:
     search: SearchConfig = field(default_factory=SearchConfig)
     closets: ClosetConfig = field(default_factory=ClosetConfig)
     mining: MiningConfig = field(default_factory=MiningConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
     backends: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per backend plugin, e.g. [backends.chroma]")
     )
@@ -245,6 +413,9 @@ class Config:
     )
     extractors: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per closet extractor plugin")
+    )
+    memory_extractors: dict[str, dict[str, Any]] = field(
+        default_factory=dict, metadata=_doc("options per memory extractor plugin")
     )
 
     def backend_options(self) -> dict[str, Any]:
@@ -258,6 +429,10 @@ class Config:
     def extractor_options(self) -> dict[str, Any]:
         """The options table of the selected closet extractor (empty when there is none)."""
         return dict(self.extractors.get(self.closets.extractor, {}))
+
+    def memory_extractor_options(self) -> dict[str, Any]:
+        """The options table of the selected memory extractor (empty when there is none)."""
+        return dict(self.memory_extractors.get(self.memory.extractor, {}))
 
     def replace(self, **changes: Any) -> Config:
         """A copy with top-level fields changed (validated like any other input)."""

@@ -49,3 +49,7 @@ class IndexUnavailableError(PalaceError):
 
 class PalaceBusyError(PalaceError):
     """Another process is writing to the palace (a mine, a sync): the message names it."""
+
+
+class MemoryNotFoundError(PalaceError):
+    """No memory with that id belongs to the user asked for (or it was deleted)."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +35,15 @@ from palace_retrievers.errors import (
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
+from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.mining import Miner, MineReport, resolve_root
+from palace_retrievers.palace_memories import PalaceMemories
+from palace_retrievers.recall import Recall, merge
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
-from palace_retrievers.search import SearchPipeline
+from palace_retrievers.remembering import Remembering
+from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.sources import PALACE_SETTINGS
 from palace_retrievers.syncing import SyncReport, find_gone
 from palace_retrievers.writer_lock import WriterLock
@@ -71,8 +75,12 @@ class PalaceStats:
     plugin_failures: list[str]
 
 
-class Palace:
-    """A palace on disk. Open one with :meth:`Palace.open`; close it (or use ``with``)."""
+class Palace(PalaceMemories):
+    """A palace on disk. Open one with :meth:`Palace.open`; close it (or use ``with``).
+
+    The memory methods (``remember``, ``memories``, ``gc``, ``context``, ``forget``, …)
+    are documented in :class:`~palace_retrievers.palace_memories.PalaceMemories`.
+    """
 
     def __init__(
         self,
@@ -94,6 +102,20 @@ class Palace:
         self._writer = WriterLock(path)
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
+        )
+        self._recall = Recall(
+            ledger=ledger, indexes=indexes, config=config.memory, search=config.search
+        )
+        self.kg = KnowledgeGraph(ledger, single_valued=config.graph.single_valued)
+        """The temporal knowledge graph (see :class:`~palace_retrievers.kg.KnowledgeGraph`)."""
+        self._remembering = Remembering(
+            ledger=ledger,
+            config=config,
+            embed=self._embed,
+            model=embedder.model_name,
+            writing=self.writing,
+            sync_index=self._sync_index,
+            claim_model=self._claim_model,
         )
 
     # -- opening ------------------------------------------------------------------------
@@ -537,10 +559,30 @@ class Palace:
         kind: str | None = None,
         since: datetime | date | str | None = None,
         until: datetime | date | str | None = None,
+        memories: bool = True,
+        include_history: bool = False,
     ) -> list[Hit]:
-        """The ``k`` drawers that best answer ``query``, best first.
+        """The ``k`` drawers and memories that best answer ``query``, best first.
 
         Only records of ``user_id`` are searched (unowned ones when it is ``None``).
+        Drawers go through the search pipeline (:mod:`palace_retrievers.search`); the
+        owner's active memories are found and scored apart and merged in by score
+        (:mod:`palace_retrievers.recall`), which leaves the drawers' own ranking as it
+        is. A memory hit has ``hit.memory`` set (``hit.is_memory``) and a drawer view of
+        the memory as ``hit.drawer``; memories returned count as recalled.
+
+        Args:
+            query: What to search for.
+            k: How many hits.
+            wing, room: Only drawers of this wing or room (memories: of it, or of none).
+            user_id: Whose records.
+            kind: Only this kind: ``"drawer"`` for drawers only, a memory kind
+                (``"fact"``, ``"preference"``, …) for memories of that kind.
+            since, until: Only records dated in this range (a memory's date is when it
+                was stated).
+            memories: Search memories too (and ``memory.search`` is on).
+            include_history: After each memory hit, the memories it superseded (their
+                ``scores`` have ``superseded = 1``); they do not count towards ``k``.
 
         Raises:
             InvalidQueryError: empty or over-long query, ``k <= 0``, or a bad filter value.
@@ -553,7 +595,33 @@ class Palace:
             since=utc(since) if since is not None else None,
             until=utc(until) if until is not None else None,
         )
-        return self._pipeline.run(query, k=k, where=where)
+        check_query(query, k, max_chars=self.config.search.max_query_chars)
+        vector = self._embed_query(query)
+        signals = self._graph_signals(query, where)
+        hits = self._pipeline.run(query, k=k, where=where, vector=vector, signals=signals)
+        if not memories or not self._recall.wanted(where):
+            return hits
+        now = datetime.now(UTC)
+        query_terms = self._recall.terms(query)
+        candidates = self._recall.candidates(query, vector, where, now, query_terms, k=k)
+        if not candidates:
+            return hits
+        best = self._recall.best_drawer_match(hits, query_terms)
+        hits = merge(hits, self._recall.hits(candidates, best=best, now=now), k)
+        self._touch_memories(hits, now)
+        return self._recall.with_history(hits) if include_history else hits
+
+    def _graph_signals(self, query: str, where: Filter) -> dict[str, float]:
+        """``graph.boost`` for each drawer a current triple of an entity the query names
+        came from. A signal, not a gate: a graph that fails is logged and adds nothing."""
+        boost = self.config.graph.boost
+        if boost <= 0:
+            return {}
+        try:
+            return self.kg.drawer_boosts(query, user_id=where.user_id, boost=boost)
+        except Exception as exc:
+            log.warning("the graph stage failed and was skipped (%s: %s)", type(exc).__name__, exc)
+            return {}
 
     def search_by_vector(
         self,

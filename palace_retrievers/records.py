@@ -10,11 +10,14 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError
 
-#: The ``kind`` of a verbatim chunk. Memories (a later layer) carry their own kinds.
+if TYPE_CHECKING:
+    from palace_retrievers.memories import Memory
+
+#: The ``kind`` of a verbatim chunk. Memories carry their own kinds (``MEMORY_KINDS``).
 DRAWER_KIND = "drawer"
 
 
@@ -72,17 +75,28 @@ class Drawer:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One search result: a drawer, its final score, and each stage's part of it.
+    """One search result: a drawer or a memory, its final score, and each stage's part.
+
+    A memory hit carries the memory in :attr:`memory`, and a drawer view of it in
+    :attr:`drawer` (kind = the memory's kind, ``source = "memory:<id>"``), so that code
+    written for drawers shows memories too.
 
     Attributes:
-        drawer: The drawer found, verbatim.
+        drawer: The drawer found, verbatim (or the drawer view of the memory found).
         score: The final score the hits are ranked by (higher is better).
         scores: Each stage's contribution, e.g. ``{"vector": 0.71, "final": 0.71}``.
+        memory: The memory found; ``None`` for a drawer hit.
     """
 
     drawer: Drawer
     score: float
     scores: Mapping[str, float]
+    memory: Memory | None = None
+
+    @property
+    def is_memory(self) -> bool:
+        """True for a memory hit, False for a drawer hit."""
+        return self.memory is not None
 
     @property
     def id(self) -> str:
@@ -109,8 +123,13 @@ class Hit:
         return self.drawer.metadata
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: the drawer's fields, ``score`` and ``scores``."""
-        return {**self.drawer.as_dict(), "score": self.score, "scores": dict(self.scores)}
+        """A JSON-ready dict: the drawer's fields, ``score``, ``scores``, ``is_memory``
+        and, for a memory hit, ``memory`` (the memory's own fields)."""
+        out = {**self.drawer.as_dict(), "score": self.score, "scores": dict(self.scores)}
+        out["is_memory"] = self.is_memory
+        if self.memory is not None:
+            out["memory"] = self.memory.as_dict()
+        return out
 
 
 def utc(value: datetime | date | str | float | int) -> datetime:

@@ -19,17 +19,20 @@ Stages, in order (every knob is a ``[search]`` key of ``palace.toml``, see
    reciprocal rank. Then closet boosts are added, and optionally a share of the best
    adjacent chunk's score (``neighbour_weight``), since evidence clusters.
 6. **Hits.** Each hit carries ``scores``: ``vector`` (cosine), ``bm25`` (raw),
-   ``vector_part`` and ``bm25_part`` (their fused shares), ``closet``, ``neighbours``
-   and ``final``, where ``final = vector_part + bm25_part + closet + neighbours``.
+   ``vector_part`` and ``bm25_part`` (their fused shares), ``closet``, ``neighbours``,
+   ``speaker``, ``graph`` (the knowledge graph's boost, see :meth:`SearchPipeline.run`)
+   and ``final = vector_part + bm25_part + closet + speaker + graph + neighbours``.
 
 No stage removes a vector candidate; each can only add candidates or raise scores.
+Memories are found and scored apart (:mod:`palace_retrievers.recall`) and merged with
+these hits by :meth:`Palace.search <palace_retrievers.palace.Palace.search>`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -426,16 +429,36 @@ class SearchPipeline:
 
     # -- the pipeline -------------------------------------------------------------------
 
-    def run(self, query: str, *, k: int, where: Filter) -> list[Hit]:
-        """The ``k`` best hits for ``query`` among the drawers that pass ``where``."""
+    def run(
+        self,
+        query: str,
+        *,
+        k: int,
+        where: Filter,
+        vector: npt.NDArray[np.float32] | None = None,
+        signals: Mapping[str, float] | None = None,
+    ) -> list[Hit]:
+        """The ``k`` best hits for ``query`` among the drawers that pass ``where``.
+
+        Args:
+            query: What to search for.
+            k: How many hits.
+            where: Which drawers may be returned.
+            vector: The query's vector, when the caller has embedded it already.
+            signals: Extra boosts per drawer id from outside the pipeline (the knowledge
+                graph's); such a drawer joins the candidates and its boost is added to
+                its score (``scores["graph"]``). A boost only raises.
+        """
         check_query(query, k, max_chars=self._config.max_query_chars)
-        vector = self._embed_query(query)
+        if vector is None:
+            vector = self._embed_query(query)
+        signals = {i: b for i, b in (signals or {}).items() if b > 0}
         self._fresh_caches()
         matches = self._indexes.query("drawers", vector=vector, k=self.candidates(k), where=where)
         query_terms = list(dict.fromkeys(self._terms(query)))[:MAX_QUERY_TERMS]
         boosts = self._closet_boosts(vector, set(query_terms), where)
         lexical = self._lexical(query, where)
-        ids = list(dict.fromkeys([m.id for m in matches] + lexical + list(boosts)))
+        ids = list(dict.fromkeys([m.id for m in matches] + lexical + list(boosts) + list(signals)))
         drawers = [d for d in self._get_drawers(ids) if where.matches(d)]
         expand = self._config.expand_neighbours
         if expand:
@@ -462,7 +485,10 @@ class SearchPipeline:
         }
         parts = self._fuse(contextual, bm25)
         speakers = self._speakers(query, drawers)
-        base = {i: v + b + boosts.get(i, 0.0) + speakers.get(i, 0.0) for i, (v, b) in parts.items()}
+        base = {
+            i: v + b + boosts.get(i, 0.0) + speakers.get(i, 0.0) + signals.get(i, 0.0)
+            for i, (v, b) in parts.items()
+        }
         smoothing = self._neighbours(drawers, base)
         hits = []
         for drawer in drawers:
@@ -477,6 +503,7 @@ class SearchPipeline:
                 "closet": boosts.get(drawer.id, 0.0),
                 "neighbours": smoothing.get(drawer.id, 0.0),
                 "speaker": speakers.get(drawer.id, 0.0),
+                "graph": signals.get(drawer.id, 0.0),
                 "final": final,
             }
             hits.append(Hit(drawer=drawer, score=final, scores=scores))

@@ -173,6 +173,7 @@ def test_the_hits_say_where_they_come_from(palace_with: Callable[..., Palace]) -
         "neighbours",
         "speaker",
         "context",
+        "graph",
         "final",
     }
 

@@ -1,7 +1,8 @@
 """The ledger: the palace's system of record, behind a small interface.
 
 The ledger keeps every drawer verbatim with its metadata and embedding, the closets, the
-sources mined and the palace's own facts (model name, dimension). Vector indexes are
+sources mined, the memories with their history (:class:`MemoryStore`), the knowledge
+graph (:class:`GraphStore`), and the palace's own facts (model name, dimension). Vector indexes are
 derived from it. :class:`SQLiteLedger` is the embedded default; the interface is kept
 small so that a PostgreSQL ledger can take its place for palaces that outgrow one machine.
 """
@@ -18,6 +19,8 @@ import numpy.typing as npt
 from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.index import IndexEntry
+from palace_retrievers.ledger.graph_store import GraphStore
+from palace_retrievers.ledger.memory_store import MemoryStore
 from palace_retrievers.records import Drawer, Filter
 
 
@@ -73,9 +76,10 @@ class LedgerStats:
     closets: int
     embedded: int
     wings: dict[str, dict[str, int]] = field(default_factory=dict)
+    memories: dict[str, int] = field(default_factory=dict)
 
 
-class Ledger(ABC):
+class Ledger(MemoryStore, GraphStore, ABC):
     """The system of record. Writes are transactional: a reader never sees half of one."""
 
     @property
@@ -242,4 +246,13 @@ class Ledger(ABC):
 
 from palace_retrievers.ledger.sqlite import SQLiteLedger  # noqa: E402  (re-export)
 
-__all__ = ["Ledger", "LedgerStats", "MinedRoot", "SQLiteLedger", "SourceState", "VectorTable"]
+__all__ = [
+    "GraphStore",
+    "Ledger",
+    "LedgerStats",
+    "MemoryStore",
+    "MinedRoot",
+    "SQLiteLedger",
+    "SourceState",
+    "VectorTable",
+]

@@ -25,6 +25,8 @@ from palace_retrievers.errors import SchemaError
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
+from palace_retrievers.ledger.sqlite_graph import SQLiteGraphStore
+from palace_retrievers.ledger.sqlite_memories import SQLiteMemoryStore
 from palace_retrievers.records import Drawer, Filter
 
 LEDGER_FILE = "ledger.sqlite3"
@@ -82,7 +84,7 @@ def where_sql(where: Filter | None, alias: str = "") -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-class SQLiteLedger(Ledger):
+class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
     """The ledger in ``<palace_dir>/ledger.sqlite3``.
 
     Args:
@@ -176,7 +178,7 @@ class SQLiteLedger(Ledger):
 
     # -- drawers ------------------------------------------------------------------------
 
-    def _insert(
+    def _insert_drawers(
         self,
         db: sqlite3.Connection,
         drawers: Sequence[Drawer],
@@ -228,7 +230,7 @@ class SQLiteLedger(Ledger):
 
     def upsert_drawers(self, drawers: Sequence[Drawer], vectors: Vectors, *, model: str) -> None:
         with self._write() as db:
-            self._insert(db, drawers, vectors, model, None)
+            self._insert_drawers(db, drawers, vectors, model, None)
 
     def _replace_source(
         self,
@@ -270,7 +272,7 @@ class SQLiteLedger(Ledger):
                 state.plugin,
             ),
         )
-        self._insert(db, drawers, vectors, model, state.key)
+        self._insert_drawers(db, drawers, vectors, model, state.key)
         return removed
 
     def replace_source(
@@ -717,7 +719,7 @@ class SQLiteLedger(Ledger):
         ((drawers, embedded),) = self._read("SELECT count(*), count(embedding) FROM drawers")
         ((sources,),) = self._read("SELECT count(*) FROM sources")
         ((closets,),) = self._read("SELECT count(*) FROM closets")
-        return LedgerStats(drawers, sources, closets, embedded, wings)
+        return LedgerStats(drawers, sources, closets, embedded, wings, self.count_memories())
 
     def close(self) -> None:
         with self._lock:

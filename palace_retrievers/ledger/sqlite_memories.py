@@ -1,0 +1,478 @@
+"""Memories in the SQLite ledger (tables ``memories``, ``memory_history``, their full text).
+
+:class:`SQLiteMemoryStore` is a mixin of :class:`~palace_retrievers.ledger.sqlite.SQLiteLedger`:
+it uses the ledger's connection through ``_write()`` (one ``BEGIN IMMEDIATE`` transaction,
+rolled back on any error) and ``_read()``. Every statement is parameterised. Times are
+stored as fixed-width ISO-8601 strings in UTC, so that ordering the strings orders the
+times; unowned memories are stored with owner ``''``.
+
+The schema's triggers keep the full-text tables and the vector-index journal in step:
+a change of text, vector, status or a filter field journals the memory (and only
+``active`` memories are index entries), while :meth:`touch_memories` changes only the
+access counters, which no trigger watches.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
+from palace_retrievers.memories import Memory, MemoryEvent
+
+_COLUMNS = (
+    "id, text, kind, importance, tags, user_id, agent_id, session_id, wing, room, "
+    "source_ids, slot, origin, created_at, updated_at, last_accessed, access_count, "
+    "expires_at, status, superseded_by, status_at, metadata"
+)
+_FIELDS = len(_COLUMNS.split(","))
+_WORD = re.compile(r"[^\W_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_BATCH = 500
+
+
+def stamp(value: datetime) -> str:
+    """A fixed-width ISO-8601 string in UTC (``2026-03-01T09:00:00.000000+00:00``)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def _stamp(value: datetime | None) -> str | None:
+    return None if value is None else stamp(value)
+
+
+def _when(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def _owner(user_id: str | None) -> str:
+    return user_id or ""
+
+
+def _batches(ids: Sequence[str]) -> list[list[str]]:
+    unique = list(dict.fromkeys(ids))
+    return [unique[i : i + _BATCH] for i in range(0, len(unique), _BATCH)]
+
+
+def _statuses(statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
+    if statuses is None:
+        return "1", []
+    if not statuses:
+        return "0", []
+    return f"status IN ({','.join('?' * len(statuses))})", list(statuses)
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    created = _when(row[13])
+    assert created is not None
+    return Memory(
+        id=row[0],
+        text=row[1],
+        kind=row[2],
+        importance=float(row[3]),
+        tags=tuple(json.loads(row[4])),
+        user_id=row[5] or None,
+        agent_id=row[6],
+        session_id=row[7],
+        wing=row[8],
+        room=row[9],
+        source_ids=tuple(json.loads(row[10])),
+        slot=row[11],
+        origin=row[12],
+        created_at=created,
+        updated_at=_when(row[14]) or created,
+        last_accessed=_when(row[15]),
+        access_count=int(row[16]),
+        expires_at=_when(row[17]),
+        status=row[18],
+        superseded_by=row[19],
+        status_at=_when(row[20]) or created,
+        metadata=json.loads(row[21]),
+    )
+
+
+def _event(row: Sequence[Any]) -> MemoryEvent:
+    at = _when(row[8])
+    assert at is not None
+    return MemoryEvent(
+        seq=row[0],
+        memory_id=row[1],
+        user_id=row[2] or None,
+        event=row[3],
+        old_text=row[4],
+        new_text=row[5],
+        old_status=row[6],
+        new_status=row[7],
+        at=at,
+        detail=json.loads(row[9]),
+    )
+
+
+def _vector(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+class SQLiteMemoryStore(MemoryStore):
+    """The :class:`MemoryStore` part of the SQLite ledger."""
+
+    if TYPE_CHECKING:
+        # Provided by SQLiteLedger, the class this is mixed into.
+        def _write(self, *, bump: bool = True) -> AbstractContextManager[sqlite3.Connection]: ...
+
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    # -- writing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _append_events(db: sqlite3.Connection, events: Sequence[MemoryEvent]) -> None:
+        db.executemany(
+            "INSERT INTO memory_history (memory_id, user_id, event, old_text, new_text, "
+            "old_status, new_status, at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    e.memory_id,
+                    _owner(e.user_id),
+                    e.event,
+                    e.old_text,
+                    e.new_text,
+                    e.old_status,
+                    e.new_status,
+                    stamp(e.at),
+                    json.dumps(dict(e.detail), ensure_ascii=False, sort_keys=True),
+                )
+                for e in events
+            ],
+        )
+
+    def save_memories(
+        self,
+        memories: Sequence[Memory],
+        *,
+        vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        model: str | None = None,
+        events: Sequence[MemoryEvent] = (),
+    ) -> None:
+        vectors = vectors or {}
+        rows = []
+        for m in memories:
+            vector = vectors.get(m.id)
+            rows.append(
+                (
+                    m.id,
+                    m.text,
+                    m.kind,
+                    float(m.importance),
+                    json.dumps(list(m.tags), ensure_ascii=False),
+                    _owner(m.user_id),
+                    m.agent_id,
+                    m.session_id,
+                    m.wing,
+                    m.room,
+                    json.dumps(list(m.source_ids), ensure_ascii=False),
+                    m.slot,
+                    m.origin,
+                    stamp(m.created_at),
+                    stamp(m.updated_at),
+                    _stamp(m.last_accessed),
+                    m.access_count,
+                    _stamp(m.expires_at),
+                    m.status,
+                    m.superseded_by,
+                    stamp(m.status_at),
+                    json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
+                    m.created_at.timestamp(),
+                    None if vector is None else np.asarray(vector, dtype="<f4").tobytes(),
+                    None if vector is None else model,
+                )
+            )
+        updates = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in _COLUMNS.split(",")[1:])
+        with self._write() as db:
+            db.executemany(
+                f"INSERT INTO memories ({_COLUMNS}, ts, embedding, embedding_model) "
+                f"VALUES ({', '.join('?' * (_FIELDS + 3))}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updates}, ts = excluded.ts, "
+                "embedding = coalesce(excluded.embedding, memories.embedding), "
+                "embedding_model = coalesce(excluded.embedding_model, memories.embedding_model)",
+                rows,
+            )
+            self._append_events(db, events)
+
+    def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
+        if not ids:
+            return
+        with self._write(bump=False) as db:
+            db.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? "
+                "WHERE id = ?",
+                [(stamp(at), i) for i in dict.fromkeys(ids)],
+            )
+
+    def delete_memories(self, ids: Sequence[str], *, events: Sequence[MemoryEvent] = ()) -> int:
+        deleted = 0
+        with self._write() as db:
+            for batch in _batches(ids):
+                marks = ",".join("?" * len(batch))
+                deleted += db.execute(f"DELETE FROM memories WHERE id IN ({marks})", batch).rowcount
+            self._append_events(db, events)
+        return deleted
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get_memories(self, ids: Sequence[str]) -> list[Memory]:
+        found: dict[str, Memory] = {}
+        for batch in _batches(ids):
+            marks = ",".join("?" * len(batch))
+            for row in self._read(f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", batch):
+                found[row[0]] = _memory(row)
+        return [found[i] for i in ids if i in found]
+
+    def list_memories(
+        self,
+        *,
+        user_id: str | None,
+        kind: str | None = None,
+        statuses: Sequence[str] | None = ("active",),
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        condition, params = _statuses(statuses)
+        sql = f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND {condition}"
+        args: list[Any] = [_owner(user_id), *params]
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        sql += " ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else limit, offset]
+        return [_memory(row) for row in self._read(sql, args)]
+
+    def count_memories(self, *, user_id: str | None = None) -> dict[str, int]:
+        if user_id is None:
+            rows = self._read("SELECT status, count(*) FROM memories GROUP BY status")
+        else:
+            rows = self._read(
+                "SELECT status, count(*) FROM memories WHERE user_id = ? GROUP BY status",
+                (_owner(user_id),),
+            )
+        return {status: int(count) for status, count in rows}
+
+    def memory_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        out = {}
+        for batch in _batches(ids):
+            marks = ",".join("?" * len(batch))
+            for memory_id, blob in self._read(
+                f"SELECT id, embedding FROM memories WHERE id IN ({marks}) "
+                "AND embedding IS NOT NULL",
+                batch,
+            ):
+                out[memory_id] = _vector(blob)
+        return out
+
+    def nearest_memories(
+        self,
+        vector: npt.NDArray[np.float32],
+        *,
+        user_id: str | None,
+        kind: str | None = None,
+        statuses: Sequence[str] = CURRENT,
+        limit: int = 10,
+        min_similarity: float = -1.0,
+    ) -> list[tuple[Memory, float]]:
+        condition, params = _statuses(statuses)
+        sql = (
+            f"SELECT id, embedding FROM memories WHERE user_id = ? AND {condition} "
+            "AND embedding IS NOT NULL"
+        )
+        args: list[Any] = [_owner(user_id), *params]
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        rows = self._read(sql, args)
+        if not rows or limit <= 0:
+            return []
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if matrix.shape[1] != query.shape[0]:
+            return []  # vectors of another model: reindex re-embeds them
+        sims = matrix.astype(np.float32) @ query
+        ranked = sorted(
+            ((float(s), r[0]) for s, r in zip(sims, rows, strict=True) if s >= min_similarity),
+            key=lambda pair: (-pair[0], pair[1]),
+        )[:limit]
+        found = {m.id: m for m in self.get_memories([i for _, i in ranked])}
+        return [(found[i], s) for s, i in ranked if i in found]
+
+    def slot_memories(
+        self, slot: str, *, user_id: str | None, statuses: Sequence[str] = CURRENT
+    ) -> list[Memory]:
+        condition, params = _statuses(statuses)
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM memories WHERE user_id = ? AND slot = ? AND {condition} "
+            "ORDER BY created_at, id",
+            [_owner(user_id), slot, *params],
+        )
+        return [_memory(row) for row in rows]
+
+    def lexical_memories(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        statuses: Sequence[str] = ("active",),
+        limit: int = 50,
+    ) -> list[tuple[str, float]]:
+        words = _WORD.findall(query)
+        latin = [w for w in words if not _CJK.search(w)]
+        trigrams = [
+            run[i : i + 3] for run in _CJK.findall(query) for i in range(max(len(run) - 2, 0))
+        ]
+        condition, params = _statuses(statuses)
+        condition = condition.replace("status", "m.status")
+        scores: dict[str, float] = {}
+        for table, terms in (("memories_fts", latin), ("memories_trigram", trigrams)):
+            if not terms:
+                continue
+            match = " OR ".join('"' + t.replace('"', '""') + '"' for t in dict.fromkeys(terms))
+            rows = self._read(
+                f"SELECT m.id, -bm25({table}) FROM {table} JOIN memories m "
+                f"ON m.rowid = {table}.rowid WHERE {table} MATCH ? AND m.user_id = ? "
+                f"AND {condition} ORDER BY bm25({table}) LIMIT ?",
+                [match, _owner(user_id), *params, limit],
+            )
+            for memory_id, score in rows:
+                scores[memory_id] = scores.get(memory_id, 0.0) + float(score)
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+    def predecessors(self, ids: Sequence[str]) -> dict[str, list[Memory]]:
+        out: dict[str, list[Memory]] = {}
+        for batch in _batches(ids):
+            marks = ",".join("?" * len(batch))
+            for row in self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE superseded_by IN ({marks}) "
+                "ORDER BY created_at, id",
+                batch,
+            ):
+                memory = _memory(row)
+                assert memory.superseded_by is not None
+                out.setdefault(memory.superseded_by, []).append(memory)
+        return out
+
+    def memory_history(self, memory_id: str) -> list[MemoryEvent]:
+        rows = self._read(
+            "SELECT seq, memory_id, user_id, event, old_text, new_text, old_status, "
+            "new_status, at, detail FROM memory_history WHERE memory_id = ? ORDER BY seq",
+            (memory_id,),
+        )
+        return [_event(row) for row in rows]
+
+    def gc_candidates(
+        self,
+        *,
+        now: datetime,
+        superseded_before: datetime,
+        unused_before: datetime,
+        unused_importance: float,
+    ) -> dict[str, list[Memory]]:
+        queries = (
+            (
+                "expired",
+                "status != 'archived' AND expires_at IS NOT NULL AND expires_at <= ?",
+                [stamp(now)],
+            ),
+            ("superseded", "status = 'superseded' AND status_at <= ?", [stamp(superseded_before)]),
+            (
+                "unused",
+                "status IN ('active', 'pending') AND importance < ? "
+                "AND max(updated_at, coalesce(last_accessed, updated_at)) <= ?",
+                [unused_importance, stamp(unused_before)],
+            ),
+        )
+        out: dict[str, list[Memory]] = {}
+        seen: set[str] = set()
+        for reason, condition, params in queries:
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE {condition} ORDER BY created_at, id",
+                params,
+            )
+            found = [m for m in map(_memory, rows) if m.id not in seen]
+            seen.update(m.id for m in found)
+            if found:
+                out[reason] = found
+        return out
+
+    # -- per user -----------------------------------------------------------------------
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        if not isinstance(user_id, str) or not user_id:
+            raise InvalidQueryError("forget needs a user_id: unowned records are nobody's")
+        counts: dict[str, int] = {}
+        with self._write() as db:
+            # Sources all of whose drawers are the user's (a source's drawers share one
+            # owner when it is mined; one shared with another owner is kept).
+            sources = db.execute(
+                "SELECT DISTINCT wing, source_key FROM drawers d WHERE user_id = ? "
+                "AND source_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drawers o "
+                "WHERE o.wing = d.wing AND o.source_key = d.source_key AND o.user_id != ?)",
+                (user_id, user_id),
+            ).fetchall()
+            closets = db.execute(
+                "SELECT count(*) FROM closets WHERE user_id = ?", (user_id,)
+            ).fetchone()[0]
+            db.execute("DELETE FROM closets WHERE user_id = ?", (user_id,))
+            counts["drawers"] = db.execute(
+                "DELETE FROM drawers WHERE user_id = ?", (user_id,)
+            ).rowcount
+            counts["sources"] = sum(
+                db.execute(
+                    "DELETE FROM sources WHERE wing = ? AND source_key = ?", (wing, key)
+                ).rowcount
+                for wing, key in sources
+            )
+            orphans = db.execute(
+                "SELECT id FROM closets c WHERE NOT EXISTS "
+                "(SELECT 1 FROM closet_drawers l WHERE l.closet_id = c.id)"
+            ).fetchall()
+            db.executemany("DELETE FROM closets WHERE id = ?", orphans)
+            counts["closets"] = int(closets) + len(orphans)
+            for table, key in (
+                ("memories", "memories"),
+                ("memory_history", "history"),
+                ("triples", "triples"),
+                ("entities", "entities"),
+            ):
+                counts[key] = db.execute(
+                    f"DELETE FROM {table} WHERE user_id = ?", (user_id,)
+                ).rowcount
+        return counts
+
+    def user_rows(self, user_id: str | None) -> dict[str, int]:
+        owner = _owner(user_id)
+        out = {}
+        for table, key in (
+            ("drawers", "drawers"),
+            ("closets", "closets"),
+            ("memories", "memories"),
+            ("memory_history", "history"),
+            ("triples", "triples"),
+            ("entities", "entities"),
+        ):
+            ((count,),) = self._read(f"SELECT count(*) FROM {table} WHERE user_id = ?", (owner,))
+            out[key] = int(count)
+        return out
+
+    def wing_counts(self, *, user_id: str | None) -> dict[str, dict[str, int]]:
+        wings: dict[str, dict[str, int]] = {}
+        for wing, room, count in self._read(
+            "SELECT wing, room, count(*) FROM drawers WHERE user_id = ? "
+            "GROUP BY wing, room ORDER BY wing, room",
+            (_owner(user_id),),
+        ):
+            wings.setdefault(wing, {})[room] = int(count)
+        return wings

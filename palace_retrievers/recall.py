@@ -1,0 +1,292 @@
+"""Recall: memories found for a query, scored, merged with drawer hits, and put in context.
+
+**Candidates.** The owner's ``active`` memories nearest the query in the ``memories``
+vector collection, and their full-text (FTS5) matches: ``memory.recall_candidates`` (or
+``k``, if larger) of each. A memory passes the search's filters when its ``kind``, owner and date
+(``created_at``) pass them, and its wing and room are the filter's or empty (a memory
+with no wing applies to every wing of its owner). Expired memories are never recalled.
+
+**Match.** How well a text answers the query, on the same footing for memories and
+drawers: ``match = v × cosine + b × coverage``, where ``coverage`` is the share of the
+query's terms (as BM25 sees them: stop words dropped, lightly stemmed) that the text
+contains, and ``v``, ``b`` are ``search.vector_weight`` and ``search.bm25_weight`` scaled
+to sum to 1. The words count because a short memory's embedding alone is a weak judge:
+with MiniLM, "which database do we use?" is nearer "My favourite editor is Emacs"
+(0.31) than "We moved the orders database to PostgreSQL 15" (0.25). A memory needs a
+match of at least ``memory.min_relevance`` to be recalled at all.
+
+**Score.** ``recall = 0.6 × relevance + 0.2 × importance + 0.1 × freshness + 0.1 × heat``
+(the weights are ``memory.*_weight``), where
+
+- *relevance* is the memory's match divided by the best match among the drawer hits and
+  the memory candidates of the same query (clipped to [0, 1]) — a max normalisation, as
+  the drawer fusion's, so the two lists are on one scale: a memory that answers the
+  query as well as the best drawer gets 1;
+- *freshness* is ``0.5 ** (days since updated_at / memory.half_life_days)``;
+- *heat* is ``min(access_count, memory.heat_cap) / memory.heat_cap``.
+
+**Merge.** A memory hit's score is ``memory.weight × recall``; drawer hits keep their
+scores untouched, and the two lists are merged by score (ties: by id) and cut to ``k``.
+So drawers rank among themselves exactly as without memories, and a palace with no
+memories searches exactly as before. With ``include_history``, the superseded
+predecessors of each memory hit follow it (newest first), with its score, ``history``
+= their distance in the chain and ``superseded`` = 1 in ``scores``; they do not count
+towards ``k`` and are not counted as accesses.
+
+**Context.** :func:`context_block` writes the block an assistant puts in its prompt: a
+header telling the model to use only the memories that apply, then one line per memory,
+``[YYYY-MM-DD] (kind) text``, best first, until the token budget is spent. Tokens are
+approximated as ``ceil(characters / 4)`` per line (the usual rule of thumb for English
+with GPT-style tokenizers; Chinese text uses more tokens per character, so budget more).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.config import MemoryConfig, SearchConfig
+from palace_retrievers.indexes import IndexSet
+from palace_retrievers.ledger import Ledger
+from palace_retrievers.memories import MEMORY_KINDS, Memory
+from palace_retrievers.records import Filter, Hit
+from palace_retrievers.terms import terms
+
+#: The first line of :func:`context_block`.
+CONTEXT_HEADER = (
+    "Memories from earlier conversations with this user, most relevant first. "
+    "Use only those that apply to the current request and ignore the rest; "
+    "a dated memory may be out of date."
+)
+
+
+def tokens(text: str) -> int:
+    """Approximate tokens of ``text``: ``ceil(len(text) / 4)``."""
+    return math.ceil(len(text) / 4)
+
+
+def freshness(memory: Memory, now: datetime, half_life_days: float) -> float:
+    """``0.5 ** (days since updated_at / half_life_days)``, 1 for a future date."""
+    days = max((now - memory.updated_at).total_seconds() / 86_400, 0.0)
+    return float(0.5 ** (days / half_life_days))
+
+
+def heat(memory: Memory, cap: int) -> float:
+    """``min(access_count, cap) / cap``."""
+    return min(memory.access_count, cap) / cap
+
+
+def coverage(query_terms: Collection[str], text_terms: Iterable[str]) -> float:
+    """The share of ``query_terms`` found in ``text_terms`` (0 when there are none)."""
+    if not query_terms:
+        return 0.0
+    return len(set(query_terms).intersection(text_terms)) / len(set(query_terms))
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory that may be recalled, with how well it matches the query."""
+
+    memory: Memory
+    cosine: float
+    coverage: float
+    match: float
+
+
+def recall_scores(
+    candidate: Candidate, best: float, now: datetime, config: MemoryConfig
+) -> dict[str, float]:
+    """The parts of a memory's recall score (see the module's documentation)."""
+    memory = candidate.memory
+    relevance = min(max(candidate.match / best, 0.0), 1.0) if best > 0 else 0.0
+    fresh = freshness(memory, now, config.half_life_days)
+    hot = heat(memory, config.heat_cap)
+    recall = (
+        config.relevance_weight * relevance
+        + config.importance_weight * memory.importance
+        + config.freshness_weight * fresh
+        + config.heat_weight * hot
+    )
+    return {
+        "vector": candidate.cosine,
+        "coverage": candidate.coverage,
+        "match": candidate.match,
+        "relevance": relevance,
+        "importance": memory.importance,
+        "freshness": fresh,
+        "heat": hot,
+        "recall": recall,
+        "memory": 1.0,
+        "final": config.weight * recall,
+    }
+
+
+def passes(memory: Memory, where: Filter, now: datetime) -> bool:
+    """True when an active memory may be recalled by a search with ``where``."""
+    if memory.status != "active" or memory.expired(now):
+        return False
+    if (memory.user_id or "") != where.owner:
+        return False
+    if where.kind is not None and memory.kind != where.kind:
+        return False
+    if where.wing is not None and memory.wing not in ("", where.wing):
+        return False
+    if where.room is not None and memory.room not in ("", where.room):
+        return False
+    ts = memory.created_at.timestamp()
+    if where.since is not None and ts < where.since.timestamp():
+        return False
+    return not (where.until is not None and ts > where.until.timestamp())
+
+
+class Recall:
+    """Finds and scores a query's memories.
+
+    Args:
+        ledger: Where memories are read from.
+        indexes: The vector indexes (the ``memories`` collection).
+        config: The ``[memory]`` section.
+        search: The ``[search]`` section (fusion weights, terms).
+    """
+
+    def __init__(
+        self, *, ledger: Ledger, indexes: IndexSet, config: MemoryConfig, search: SearchConfig
+    ) -> None:
+        self._ledger = ledger
+        self._indexes = indexes
+        self._config = config
+        self._search = search
+        total = search.vector_weight + search.bm25_weight
+        self._vector_weight = search.vector_weight / total
+        self._term_weight = search.bm25_weight / total
+
+    def terms(self, text: str) -> list[str]:
+        """``text``'s terms as the search's BM25 sees them."""
+        return terms(text, stop_words=self._search.stop_words, stemming=self._search.stemming)
+
+    def match(self, cosine: float, query_terms: Collection[str], text: str) -> tuple[float, float]:
+        """``(coverage, match)`` of a text with this cosine to the query."""
+        covered = coverage(query_terms, self.terms(text))
+        return covered, self._vector_weight * cosine + self._term_weight * covered
+
+    def best_drawer_match(self, hits: Sequence[Hit], query_terms: Collection[str]) -> float:
+        """The best match among drawer hits (0 when there are none)."""
+        return max(
+            (self.match(h.scores.get("vector", 0.0), query_terms, h.text)[1] for h in hits),
+            default=0.0,
+        )
+
+    def wanted(self, where: Filter) -> bool:
+        """Whether a search with ``where`` looks at memories at all: memories are on, the
+        ``kind`` filter is unset or a memory kind, and the owner has active memories."""
+        if not self._config.search:
+            return False
+        if where.kind is not None and where.kind not in MEMORY_KINDS:
+            return False
+        return bool(self._ledger.list_memories(user_id=where.user_id, limit=1))
+
+    def candidates(
+        self,
+        query: str,
+        vector: npt.NDArray[np.float32],
+        where: Filter,
+        now: datetime,
+        query_terms: Collection[str],
+        *,
+        k: int = 0,
+    ) -> list[Candidate]:
+        """The memories that may be recalled for ``query``, with how well they match
+        (``max(k, memory.recall_candidates)`` by vector and as many by full text)."""
+        limit = max(k, self._config.recall_candidates)
+        index_where = Filter(
+            user_id=where.user_id, kind=where.kind, since=where.since, until=where.until
+        )
+        matches = self._indexes.query("memories", vector=vector, k=limit, where=index_where)
+        cosines = {m.id: m.similarity for m in matches}
+        lexical = [
+            i
+            for i, _ in self._ledger.lexical_memories(query, user_id=where.user_id, limit=limit)
+            if i not in cosines
+        ]
+        query_vector = np.asarray(vector, dtype=np.float32)
+        for memory_id, stored in self._ledger.memory_vectors(lexical).items():
+            cosines[memory_id] = float(stored @ query_vector)
+        out = []
+        for memory in self._ledger.get_memories(list(cosines)):
+            if not passes(memory, where, now):
+                continue
+            covered, match = self.match(cosines[memory.id], query_terms, memory.text)
+            if match >= self._config.min_relevance:
+                out.append(Candidate(memory, cosines[memory.id], covered, match))
+        return out
+
+    def hits(self, candidates: Sequence[Candidate], *, best: float, now: datetime) -> list[Hit]:
+        """Memory hits, best first; ``best`` is the best match among the drawer hits."""
+        top = max([best, *(c.match for c in candidates)])
+        hits = []
+        for candidate in candidates:
+            scores = recall_scores(candidate, top, now, self._config)
+            memory = candidate.memory
+            hits.append(
+                Hit(drawer=memory.as_drawer(), score=scores["final"], scores=scores, memory=memory)
+            )
+        hits.sort(key=lambda h: (-h.score, h.id))
+        return hits
+
+    def with_history(self, hits: Sequence[Hit]) -> list[Hit]:
+        """``hits`` with the superseded predecessors of each memory hit after it."""
+        out: list[Hit] = []
+        for hit in hits:
+            out.append(hit)
+            if hit.memory is None:
+                continue
+            depth, frontier, seen = 0, [hit.memory.id], {hit.memory.id}
+            while frontier:
+                depth += 1
+                before = self._ledger.predecessors(frontier)
+                frontier = []
+                for memories in before.values():
+                    for m in sorted(memories, key=lambda m: (m.created_at, m.id), reverse=True):
+                        if m.id in seen or m.user_id != hit.memory.user_id:
+                            continue
+                        seen.add(m.id)
+                        frontier.append(m.id)
+                        scores = {"history": float(depth), "superseded": 1.0, "final": hit.score}
+                        out.append(
+                            Hit(drawer=m.as_drawer(), score=hit.score, scores=scores, memory=m)
+                        )
+        return out
+
+
+def merge(drawer_hits: Sequence[Hit], memory_hits: Sequence[Hit], k: int) -> list[Hit]:
+    """Drawer and memory hits in one list by score (ties: by id), cut to ``k``."""
+    merged = sorted([*drawer_hits, *memory_hits], key=lambda h: (-h.score, h.id))
+    return merged[:k]
+
+
+def context_block(hits: Sequence[Hit], *, max_tokens: int) -> str:
+    """The prompt block of ``hits`` (see the module's documentation); ``""`` when no
+    line fits or there is none."""
+    budget = max_tokens - tokens(CONTEXT_HEADER)
+    lines = []
+    for hit in hits:
+        kind = hit.memory.kind if hit.memory is not None else hit.drawer.kind
+        when = (
+            hit.memory.created_at
+            if hit.memory is not None
+            else hit.drawer.content_date or hit.drawer.filed_at
+        )
+        day = when.date().isoformat()
+        line = f"[{day}] ({kind}) " + " ".join(hit.text.split())
+        cost = tokens(line)
+        if cost <= budget:
+            lines.append(line)
+            budget -= cost
+    if not lines:
+        return ""
+    return "\n".join([CONTEXT_HEADER, *lines])
