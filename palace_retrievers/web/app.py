@@ -19,6 +19,7 @@ Routes (every one takes ``?user=<user_id>``; POSTs carry it as a form field):
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
 
@@ -90,11 +91,14 @@ def create_app(palace: Palace, *, token: str | None = None) -> Starlette:
 
 
 def _when(value: object) -> str:
-    """A time as ``YYYY-MM-DD HH:MM`` (UTC), or an em dash for none."""
+    """A time as ``YYYY-MM-DD HH:MM`` (UTC; the date alone at midnight), or a dash."""
     if value is None or value == "":
         return "—"
-    strftime = getattr(value, "strftime", None)
-    return strftime("%Y-%m-%d %H:%M") if strftime else str(value)
+    if not isinstance(value, datetime):
+        return str(value)
+    if (value.hour, value.minute, value.second) == (0, 0, 0):
+        return value.strftime("%Y-%m-%d")
+    return value.strftime("%Y-%m-%d %H:%M")
 
 
 def _score(value: float) -> str:

@@ -163,7 +163,8 @@ def chromium(*, width: int = WIDTH, height: int = 900) -> WebDriver:
 def screenshot(driver: WebDriver, path: Path, *, width: int = WIDTH, most: int = 2400) -> Path:
     """Save the whole page (up to ``most`` pixels tall) as a PNG."""
     height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-    driver.set_window_size(width, min(max(height, 400), most))
+    chrome = int(driver.execute_script("return window.outerHeight - window.innerHeight"))
+    driver.set_window_size(width, min(max(height, 400), most) + chrome)
     path.parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(path))
     return path
