@@ -13,6 +13,8 @@ reindex), :mod:`.memories` (remember, forget, memories, restore, gc, context), :
 from __future__ import annotations
 
 from palace_retrievers.cli import drawers as drawers
+from palace_retrievers.cli import graph as graph
+from palace_retrievers.cli import memories as memories
 from palace_retrievers.cli.app import cli
 
 

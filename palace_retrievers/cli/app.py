@@ -101,7 +101,9 @@ def parse_duration(value: str) -> timedelta:
 def cli(ctx: click.Context, palace_path: Path | None, verbose: bool) -> None:
     """A local-first memory palace: mine sources, search them, keep them.
 
-    Shell completion (bash; zsh and fish alike): eval "$(_PALACE_COMPLETE=bash_source palace)"
+    \b
+    Shell completion (bash; zsh_source and fish_source for the others):
+      eval "$(_PALACE_COMPLETE=bash_source palace)"
     """
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,

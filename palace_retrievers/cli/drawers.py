@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import click
 
 from palace_plugins.manager import PluginManager
+from palace_retrievers.cli import output
 from palace_retrievers.cli.app import cli, emit_json, fail, json_option, opened, user_option
-from palace_retrievers.cli.output import is_terminal, one_line, table
+from palace_retrievers.cli.output import one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
 from palace_retrievers.records import Hit
 
@@ -127,28 +127,35 @@ def _where(hit: Hit) -> str:
     return f"{d.source}{lines}"
 
 
+def _place(hit: Hit) -> str:
+    """``wing/room`` of a drawer; ``memory, <status>`` of a memory."""
+    if hit.memory is not None:
+        return f"memory, {hit.memory.status}"
+    return f"{hit.wing}/{hit.room}"
+
+
 def _show_hits(hits: list[Hit]) -> None:
     if not hits:
         click.echo("no hits")
         return
-    if is_terminal():
+    if output.is_terminal():
         rows = [
             (
                 rank,
                 f"{hit.score:.3f}",
                 _where(hit),
-                f"{hit.wing}/{hit.room}",
+                _place(hit),
                 hit.drawer.kind,
                 one_line(hit.text, 160),
             )
             for rank, hit in enumerate(hits, 1)
         ]
-        table(["#", "score", "source", "wing/room", "kind", "text"], rows)
+        table(["#", "score", "source", "where", "kind", "text"], rows)
         return
     for rank, hit in enumerate(hits, 1):
         d = hit.drawer
         parts = " ".join(f"{name}={value:.3f}" for name, value in hit.scores.items())
-        click.echo(f"{rank}. [{hit.score:.3f}] {_where(hit)}  ({d.wing}/{d.room})  {parts}")
+        click.echo(f"{rank}. [{hit.score:.3f}] {_where(hit)}  ({_place(hit)})  {parts}")
         click.echo(f"   {one_line(d.text, 241)}")
 
 
@@ -185,11 +192,6 @@ def search(
     as_json: bool,
 ) -> None:
     """Search the palace for QUERY (drawers and memories together)."""
-    options: dict[str, Any] = {}
-    if not memories:
-        options["memories"] = False
-    if history:
-        options["include_history"] = True
     with opened(ctx) as palace:
         hits = palace.search(
             query,
@@ -200,7 +202,8 @@ def search(
             kind=kind,
             since=since,
             until=until,
-            **options,
+            memories=memories,
+            include_history=history,
         )
     if as_json:
         emit_json([h.as_dict() for h in hits])
@@ -222,10 +225,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"palace   {stats.path} (schema {stats.schema_version})")
     click.echo(f"model    {stats.model} ({stats.dimension or '?'} dimensions)")
     click.echo(f"drawers  {ledger.drawers} from {ledger.sources} sources; {ledger.closets} closets")
-    for name in ("memories", "triples"):
-        counts = getattr(ledger, name, None)
-        if counts is not None:
-            click.echo(f"{name.ljust(8)} {_counts(counts)}")
+    if ledger.memories:
+        shown = ", ".join(f"{count} {status}" for status, count in ledger.memories.items())
+        click.echo(f"memories {shown}")
     for index in stats.indexes:
         state = "ok" if index.ok else "DEGRADED (run `palace reindex`)"
         click.echo(
@@ -239,12 +241,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"plugin   failed to load: {failure}")
 
 
-def _counts(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{key} {count}" for key, count in value.items()) or "0"
-    return str(value)
-
-
 @cli.command()
 @json_option
 def plugins(as_json: bool) -> None:
@@ -253,7 +249,7 @@ def plugins(as_json: bool) -> None:
     if as_json:
         emit_json([dataclasses.asdict(info) for info in infos])
         return
-    if is_terminal():
+    if output.is_terminal():
         rows = [
             (
                 info.name,

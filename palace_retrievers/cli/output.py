@@ -6,6 +6,7 @@ by two spaces, nothing wrapped or coloured. ``--json`` is for programs.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -33,6 +34,16 @@ def cell(value: Any) -> str:
     if isinstance(value, list | tuple | set | frozenset):
         return ", ".join(str(v) for v in value)
     return str(value)
+
+
+def record(value: Any) -> dict[str, Any]:
+    """A memory, event, triple or report as a JSON-ready dict."""
+    as_dict = getattr(value, "as_dict", None)
+    if callable(as_dict):
+        out: dict[str, Any] = as_dict()
+        return out
+    out = dataclasses.asdict(value)
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in out.items()}
 
 
 def one_line(text: str, width: int = 100) -> str:
