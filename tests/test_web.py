@@ -121,6 +121,22 @@ def test_a_memory_page_shows_its_history_and_supersede_chain(
         assert f"<td>{event.event}</td>" in page
 
 
+def test_search_shows_superseded_memories_only_when_asked(
+    palace: Palace, client: TestClient
+) -> None:
+    palace.remember("The team standup is at 9am", kind="fact", user_id="u1")
+    palace.remember("The team standup is at 10am", kind="fact", user_id="u1")
+    params = {"q": "team standup", "user": "u1"}
+    current = client.get("/search", params=params).text
+    assert "at 10am" in current
+    assert "at 9am" not in current
+    both = client.get("/search", params=params | {"history": "1"}).text
+    assert "at 10am" in both
+    assert "at 9am" in both
+    assert "status-superseded" in both
+    assert 'name="history" value="1" checked' in both
+
+
 def test_the_timeline_of_an_entity(palace: Palace, client: TestClient) -> None:
     palace.kg.add("Alice", "works_at", "Acme", valid_from="2024-01-01", user_id="u1")
     palace.kg.add("Alice", "works_at", "Globex", valid_from="2025-06-01", user_id="u1")
