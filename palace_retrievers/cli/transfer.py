@@ -1,0 +1,77 @@
+"""``palace export`` and ``palace import``: move a palace, or audit what it keeps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+
+from palace_retrievers.cli.app import cli, emit_json, json_option, opened
+from palace_retrievers.transfer import (
+    EVERYONE,
+    export_records,
+    import_jsonl,
+    write_jsonl,
+    write_markdown,
+)
+
+
+@cli.command("export")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "markdown"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl to move the palace (`palace import` reads it), markdown to read it.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default="-",
+    help="The file to write (default: standard output).",
+)
+@click.option(
+    "--user",
+    "user_id",
+    help="Only this user's records (default: every user's; --user '' for unowned ones).",
+)
+@click.pass_context
+def export(ctx: click.Context, fmt: str, output: str, user_id: str | None) -> None:
+    """Export the palace verbatim: drawers, memories with their history, and triples.
+
+    Vectors are left out: `palace import` embeds the texts with the target's model.
+    """
+    with opened(ctx) as palace, click.open_file(output, "w", encoding="utf-8") as out:
+        records = export_records(palace, user_id=EVERYONE if user_id is None else user_id)
+        count = write_jsonl(records, out) if fmt == "jsonl" else write_markdown(records, out)
+    if output != "-":
+        click.echo(f"exported {count} records to {output}", err=True)
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
+@json_option
+@click.pass_context
+def import_(ctx: click.Context, path: str, as_json: bool) -> None:
+    """Import a JSONL export (PATH, or - for standard input) into the palace.
+
+    Texts are embedded with this palace's model; what is already here as exported is
+    left alone, so importing the same file twice changes nothing.
+    """
+    with opened(ctx, create=True) as palace, click.open_file(path, encoding="utf-8") as lines:
+        report = import_jsonl(palace, lines)
+    if as_json:
+        emit_json(dataclasses.asdict(report))
+        return
+    click.echo(
+        f"imported {report.drawers} drawers, {report.memories} memories, "
+        f"{report.events} history events and {report.triples} triples; "
+        f"{report.unchanged} already here, {report.embedded} texts embedded"
+    )
+    if report.conflicts:
+        click.echo(
+            f"  skipped {len(report.conflicts)} drawers whose ids belong to another owner here: "
+            + ", ".join(report.conflicts[:10])
+        )
