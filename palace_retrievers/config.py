@@ -307,7 +307,11 @@ class MemoryConfig:
         default="active", metadata=_doc('status of extracted memories: "active" or "pending"')
     )
     extracted_importance: float = field(
-        default=0.5, metadata=_doc("importance of extracted memories")
+        default=1.0,
+        metadata=_doc(
+            "highest importance of an extracted memory (the extractor's own is capped at "
+            "it; lower it to rank memories told on purpose above extracted ones)"
+        ),
     )
     context_tokens: int = field(
         default=800, metadata=_doc("token budget of palace.context (a token ~ 4 characters)")

@@ -32,6 +32,7 @@ from palace_retrievers.errors import (
     PluginError,
     PluginNotFoundError,
 )
+from palace_retrievers.extraction import MemoryExtractor
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
@@ -99,6 +100,7 @@ class Palace(PalaceMemories):
         self.plugins = plugins
         self.indexes = indexes
         self._extractor: ClosetExtractor | None = None
+        self._memory_extractor: MemoryExtractor | None = None
         self._writer = WriterLock(path)
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
@@ -295,10 +297,14 @@ class Palace(PalaceMemories):
 
     def _file_sources(self, batch: list[tuple[SourceState, list[Drawer]]]) -> list[str]:
         """Embed a batch of sources' drawers and closets in one call, file them in one
-        ledger transaction, then bring the indexes up to the ledger."""
+        ledger transaction, bring the indexes up to the ledger, then remember what the
+        memory extractor finds in the drawers that are new (see ``_extract_memories``)."""
         drawers = [d for _, ds in batch for d in ds]
         closets = self._build_closets(drawers)
         vectors = self._embed([*(d.text for d in drawers), *(c.text for c in closets)])
+        known: set[str] = set()
+        if self.config.memory.extractor and drawers:
+            known = {d.id for d in self.ledger.get_drawers([d.id for d in drawers])}
         self._claim_model()
         removed = self.ledger.file_sources(
             batch,
@@ -308,6 +314,7 @@ class Palace(PalaceMemories):
             model=self.embedder.model_name,
         )
         self._sync_index()
+        self._extract_memories([d for d in drawers if d.id not in known])
         return removed
 
     # -- closets ------------------------------------------------------------------------

@@ -11,20 +11,23 @@ user-isolated exactly like drawers: ``user_id=None`` sees only unowned memories.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.errors import InvalidQueryError, PluginError
+from palace_retrievers.extraction import Candidate, MemoryExtractor, extract_memories
 from palace_retrievers.memories import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.recall import context_block
-from palace_retrievers.records import Filter, Hit
+from palace_retrievers.records import Drawer, Filter, Hit, utc
 from palace_retrievers.search import check_query
 
 if TYPE_CHECKING:
+    from palace_plugins.manager import PluginManager
     from palace_retrievers.config import Config
     from palace_retrievers.embedder import Vectors
+    from palace_retrievers.kg import KnowledgeGraph
     from palace_retrievers.ledger import Ledger
     from palace_retrievers.recall import Recall
     from palace_retrievers.remembering import Remembering
@@ -41,8 +44,11 @@ class PalaceMemories:
         # Provided by Palace, the class this is mixed into.
         config: Config
         ledger: Ledger
+        plugins: PluginManager
+        kg: KnowledgeGraph
         _remembering: Remembering
         _recall: Recall
+        _memory_extractor: MemoryExtractor | None
 
         def writing(
             self, operation: str, *, timeout: float | None = None
@@ -51,6 +57,8 @@ class PalaceMemories:
         def _sync_index(self) -> int: ...
 
         def _embed_query(self, text: str) -> Vectors: ...
+
+        def _embed(self, texts: Sequence[str]) -> Vectors: ...
 
         def search(
             self,
@@ -341,3 +349,109 @@ class PalaceMemories:
             vectors = self._sync_index()
         log.info("forgot user %r: %s", user_id, counts)
         return ForgetReport(user_id=user_id, vectors=vectors, **counts)
+
+    # -- extraction at mine time --------------------------------------------------------
+
+    def memory_extractor(self) -> MemoryExtractor | None:
+        """The configured memory extractor (``None`` when ``memory.extractor`` is empty).
+
+        Raises:
+            PluginNotFoundError: no installed plugin provides the extractor.
+            PluginError: its factory did not return a ``MemoryExtractor``.
+        """
+        name = self.config.memory.extractor
+        if not name:
+            return None
+        if self._memory_extractor is None:
+            factory = self.plugins.memory_extractor(name)
+            extractor = factory(self.config.memory_extractor_options())
+            if not isinstance(extractor, MemoryExtractor):
+                raise PluginError(f"memory extractor plugin {name!r} did not return one")
+            self._memory_extractor = extractor
+        return self._memory_extractor
+
+    def _extract_memories(self, drawers: Sequence[Drawer]) -> int:
+        """Remember what the memory extractor finds in newly filed ``drawers``.
+
+        The drawers are handed over one source at a time, in chunk order; each candidate
+        is remembered for the drawers' owner, in the drawers' wing, with status
+        ``memory.extracted_status``, ``origin="extracted"``, the date it was said (else
+        its drawer's date) and importance capped at ``memory.extracted_importance``, in
+        the order it was said, so a later value supersedes an earlier one; its triples go
+        to the knowledge graph. A signal, not a gate: an extractor or a memory that fails
+        is logged and mining goes on. Returns how many candidates were remembered.
+        """
+        name = self.config.memory.extractor
+        if not name or not drawers:
+            return 0
+        groups: dict[tuple[str, str, str], list[Drawer]] = {}
+        for drawer in drawers:
+            groups.setdefault((drawer.user_id or "", drawer.wing, drawer.source), []).append(drawer)
+        found: list[tuple[Candidate, Drawer]] = []
+        try:
+            extractor = self.memory_extractor()
+            assert extractor is not None
+            for group in groups.values():
+                group.sort(key=lambda d: d.chunk_index)
+                by_id = {d.id: d for d in group}
+                for candidate in extract_memories(group, extractor=extractor, extractor_name=name):
+                    first = by_id.get(candidate.source_ids[0]) if candidate.source_ids else None
+                    found.append((candidate, first or group[0]))
+        except Exception as exc:  # signal, not gate: mining goes on without memories
+            log.warning(
+                "no memories were extracted from %d drawers (%s: %s)",
+                len(drawers),
+                type(exc).__name__,
+                exc,
+            )
+            return 0
+        if not found:
+            return 0
+
+        def said(item: tuple[Candidate, Drawer]) -> float:
+            candidate, drawer = item
+            when = candidate.content_date or drawer.content_date or drawer.filed_at
+            return utc(when).timestamp()
+
+        order = sorted(range(len(found)), key=lambda i: (said(found[i]), i))
+        vectors = self._embed([c.text for c, _ in found])
+        cfg = self.config.memory
+        remembered = 0
+        for i in order:
+            candidate, drawer = found[i]
+            when = candidate.content_date or drawer.content_date or drawer.filed_at
+            try:
+                done = self._remembering.remember(
+                    candidate.text,
+                    kind=candidate.kind,
+                    importance=min(candidate.importance, cfg.extracted_importance),
+                    user_id=drawer.user_id,
+                    source_ids=candidate.source_ids,
+                    wing=drawer.wing,
+                    status=cfg.extracted_status,
+                    origin="extracted",
+                    now=when,
+                    metadata={"extractor": name},
+                    vector=vectors[i],
+                )
+                for subject, predicate, obj, valid_from in candidate.triples:
+                    self.kg.add(
+                        subject,
+                        predicate,
+                        obj,
+                        valid_from=valid_from or when,
+                        source_drawer=candidate.source_ids[0] if candidate.source_ids else None,
+                        source_memory=done.memory.id,
+                        user_id=drawer.user_id,
+                        origin=name,
+                    )
+            except Exception as exc:  # one bad candidate never stops a mine
+                log.warning(
+                    "an extracted memory was not remembered (%s: %s): %r",
+                    type(exc).__name__,
+                    exc,
+                    candidate.text[:80],
+                )
+                continue
+            remembered += 1
+        return remembered

@@ -6,10 +6,11 @@ methods; the palace hands it the ledger, the embedder and its writer lock.
 **Dedupe and supersede.** A new memory is compared with the owner's current (``active``
 or ``pending``) memories that lie near it (cosine at least ``memory.candidate_similarity``,
 at most ``memory.candidates`` of them) or share its slot. The structural matcher
-(:mod:`palace_retrievers.memory_match`, when installed) decides for each pair whether the
+(:mod:`palace_retrievers.memory_match`) decides for each pair whether the
 new text is a *duplicate* (the same statement up to wording), an *update* (the same
-subject and slot with another value) or *new*; without it, plain cosine thresholds
-decide (``memory.duplicate_similarity``, ``memory.supersede_similarity``). Then:
+subject and slot with another value) or *new*, with ``memory.duplicate_similarity`` and
+``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
+the whole rule should the matcher fail). Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
   two, its ``last_accessed`` and ``updated_at`` become now, a ``pending`` memory told
@@ -26,7 +27,6 @@ transaction, and the vector index follows through the ledger's journal.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,7 +37,9 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from palace_retrievers import memory_match
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import InvalidQueryError, MemoryNotFoundError
@@ -67,11 +69,9 @@ Time = datetime | date | str | float | int
 
 
 def matcher() -> ModuleType | None:
-    """The structural matcher module, when it is installed (``None`` otherwise)."""
-    try:
-        return importlib.import_module("palace_retrievers.memory_match")
-    except ImportError:
-        return None
+    """The structural matcher (:mod:`palace_retrievers.memory_match`); ``None`` makes
+    the cosine thresholds decide alone (tests turn it off this way)."""
+    return memory_match
 
 
 # -- validation -------------------------------------------------------------------------
@@ -228,11 +228,13 @@ class Remembering:
         origin: str = "explicit",
         now: Time | None = None,
         metadata: Mapping[str, Any] | None = None,
+        vector: npt.NDArray[np.float32] | None = None,
     ) -> Remembered:
         """File ``text`` as a memory, or recognise it as a duplicate or an update.
 
         See the module's documentation for the decision. Arguments are those of
-        :meth:`Palace.remember`.
+        :meth:`Palace.remember`, and ``vector``: the text's unit vector, when the caller
+        embedded it already (mining embeds its candidates in one call).
         """
         text = check_text(text)
         kind = check_kind(kind)
@@ -251,7 +253,8 @@ class Remembering:
         at = datetime.now(UTC) if now is None else utc(now)
         match = matcher()
         slot = _slot(match, text)
-        vector = self._embed([text])[0]
+        if vector is None:
+            vector = self._embed([text])[0]
         with self._writing("remember"):
             self._claim_model()
             verdicts = self._verdicts(match, text, slot, vector, user_id)
@@ -292,7 +295,7 @@ class Remembering:
         match: ModuleType | None,
         text: str,
         slot: str | None,
-        vector: np.typing.NDArray[np.float32],
+        vector: npt.NDArray[np.float32],
         user_id: str | None,
     ) -> list[tuple[Memory, str, float]]:
         """Each current memory near ``text`` (or in its slot), with the verdict on it."""
@@ -399,7 +402,7 @@ class Remembering:
         self,
         memory: Memory,
         updates: Sequence[Memory],
-        vector: np.typing.NDArray[np.float32],
+        vector: npt.NDArray[np.float32],
         at: datetime,
     ) -> Remembered:
         """File a new memory, superseding ``updates`` (or superseded by the newest)."""
