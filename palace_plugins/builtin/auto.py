@@ -62,7 +62,7 @@ def _first_record(path: Path) -> dict[str, Any] | None:
         if line.strip():
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # malformed, too deep, too long a number
                 return None
             return record if isinstance(record, dict) else None
     return None
@@ -86,7 +86,7 @@ def _is_chatgpt_file(path: Path) -> bool:
         return False
     try:
         item, _ = json.JSONDecoder().raw_decode(_head(path).lstrip().removeprefix("[").lstrip())
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, too deep, too long a number
         return False
     return isinstance(item, dict) and isinstance(item.get("mapping"), dict)
 

@@ -13,6 +13,10 @@ that one bad record never costs the good ones:
 - :func:`array_items` yields the items of a top-level JSON array one by one, so a file
   truncated or corrupted half-way still gives every item before the damage.
 
+A record nested deeper than Python's JSON parser goes (it recurses), or holding a number
+too long to convert, is well-formed JSON that cannot be read: it is noted like a malformed
+one, and in an array the items after it are still read.
+
 :class:`Problems` collects those notes while an entry is read; :func:`reported` makes a
 source's ``scan`` yield them as :class:`~palace_retrievers.sources.Skipped` notes right
 after the entry they came from, so they reach the mine report without any change to the
@@ -24,6 +28,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +145,9 @@ def jsonl_records(
                 f"{location}:{number}", f"malformed JSON line ({exc.msg}, column {exc.colno})"
             )
             continue
+        except (ValueError, RecursionError) as exc:
+            problems.add(f"{location}:{number}", f"unreadable JSON line ({unreadable(exc)})")
+            continue
         if not isinstance(record, dict):
             problems.add(f"{location}:{number}", "not a JSON object")
             continue
@@ -186,9 +194,22 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[Item]:
                 f"malformed JSON ({exc.msg}); item {index} and everything after it skipped",
             )
             return
-        line += text.count("\n", counted, at)
-        counted = at
-        yield Item(index, start, line, value)
+        except (ValueError, RecursionError) as exc:
+            end = value_end(text, at)
+            column = at - (text.rfind("\n", 0, at) + 1) + 1
+            if end is None:
+                problems.add(
+                    f"{location}:{start}:{column}",
+                    f"unreadable JSON ({unreadable(exc)}); item {index} and everything "
+                    "after it skipped",
+                )
+                return
+            problems.add(f"{location}:{start}:{column}", f"item {index} skipped: {unreadable(exc)}")
+            at = end
+        else:
+            line += text.count("\n", counted, at)
+            counted = at
+            yield Item(index, start, line, value)
         index += 1
         at = _skip_space(text, at)
         if at < len(text) and text[at] == ",":
@@ -204,6 +225,48 @@ def array_items(text: str, location: str, problems: Problems) -> Iterator[Item]:
             f"malformed JSON (expected ',' or ']'); everything after item {index - 1} skipped",
         )
         return
+
+
+def unreadable(exc: Exception) -> str:
+    """Why well-formed JSON could not be read: too deep, or a number too long."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if "digits" in str(exc):
+        return "a number too long to read"
+    return str(exc).split(";")[0]
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STRUCTURE = re.compile(r'["\[\]{}]')
+_SCALAR_END = re.compile(r"[\s,\]}]")
+
+
+def value_end(text: str, at: int) -> int | None:
+    """Where the JSON value starting at ``at`` ends, found without recursing (so at any
+    depth), or ``None`` when it never closes. The value is not checked, only delimited."""
+    if at >= len(text):
+        return None
+    if text[at] not in "[{":
+        if text[at] == '"':
+            match = _STRING.match(text, at)
+            return match.end() if match else None
+        scalar = _SCALAR_END.search(text, at)
+        return scalar.start() if scalar else len(text)
+    depth = 0
+    position = at
+    while found := _STRUCTURE.search(text, position):
+        char = found.group()
+        if char == '"':
+            match = _STRING.match(text, found.start())
+            if match is None:
+                return None
+            position = match.end()
+            continue
+        depth += 1 if char in "[{" else -1
+        position = found.end()
+        if depth == 0:
+            return position
+    return None
 
 
 def _skip_space(text: str, at: int) -> int:
