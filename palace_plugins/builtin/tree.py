@@ -29,17 +29,35 @@ class _Rules:
     spec: Any  # pathspec.GitIgnoreSpec
 
 
-def _rules(folder: Path, base: str) -> _Rules | None:
+def _rules(folder: Path, base: str) -> tuple[_Rules | None, list[str]]:
+    """The rules of ``folder``'s ``.gitignore``, and the patterns in it that are invalid.
+
+    As ``git`` does, an invalid pattern (a lone ``!``, a trailing backslash) is ignored
+    and the others still apply.
+    """
     ignore = folder / ".gitignore"
     if not ignore.is_file():
-        return None
+        return None, []
     import pathspec
 
     try:
         lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
-        return None
-    return _Rules(base, pathspec.GitIgnoreSpec.from_lines(lines))
+        return None, []
+    try:
+        return _Rules(base, pathspec.GitIgnoreSpec.from_lines(lines)), []
+    except Exception:  # pathspec's GitIgnorePatternError (a ValueError) and kin
+        pass
+    valid: list[str] = []
+    invalid: list[str] = []
+    for line in lines:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except Exception:
+            invalid.append(line)
+        else:
+            valid.append(line)
+    return _Rules(base, pathspec.GitIgnoreSpec.from_lines(valid)), invalid
 
 
 def _ignored(chain: list[_Rules], rel: str) -> bool:
@@ -60,7 +78,8 @@ def walk(root: Path, *, want: Callable[[str], bool] | None = None) -> Iterator[P
         root: The folder to walk.
         want: Keeps only the files whose name it accepts (default: every file).
 
-    Yields a :class:`Skipped` note for a symlink or another non-regular file.
+    Yields a :class:`Skipped` note for a symlink or another non-regular file, and for a
+    ``.gitignore`` with invalid patterns (which are ignored, the others applied).
     """
     chains: dict[str, list[_Rules]] = {}
     for folder, dirs, files in os.walk(root, followlinks=False):
@@ -69,9 +88,12 @@ def walk(root: Path, *, want: Callable[[str], bool] | None = None) -> Iterator[P
         base = "" if rel_here == "." else rel_here
         parent = base.rpartition("/")[0]
         chain = list(chains.get(parent, [])) if base else []
-        local = _rules(here, base)
+        local, invalid = _rules(here, base)
         if local is not None:
             chain.append(local)
+        if invalid:
+            shown = ", ".join(repr(line) for line in invalid[:3])
+            yield Skipped(str(here / ".gitignore"), f"invalid patterns ignored: {shown}")
         chains[base] = chain
 
         def rel(name: str, base: str = base) -> str:
