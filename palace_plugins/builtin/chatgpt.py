@@ -65,15 +65,20 @@ NOISE_TYPES = frozenset(
 def current_branch(
     mapping: Mapping[str, Any], current: Any, where: str, problems: Problems
 ) -> list[Mapping[str, Any]]:
-    """The nodes from the root to ``current`` (the branch the user last saw)."""
+    """The nodes from the root to ``current`` (the branch the user last saw).
+
+    Node ids are strings (JSON object keys); a link of another type leads nowhere.
+    """
+    current = _id(current)
     if current not in mapping:
         problems.add(where, "no current_node; the newest branch is mined")
-        roots = [k for k, n in mapping.items() if _node(n).get("parent") not in mapping]
+        roots = [k for k, n in mapping.items() if _id(_node(n).get("parent")) not in mapping]
         current = roots[0] if roots else None
         seen: set[Any] = set()
         while current is not None and current not in seen:
             seen.add(current)
-            children = [c for c in _node(mapping[current]).get("children") or [] if c in mapping]
+            listed = _node(mapping[current]).get("children")
+            children = [c for c in listed if _id(c) in mapping] if isinstance(listed, list) else []
             if not children:
                 break
             current = children[-1]
@@ -83,9 +88,13 @@ def current_branch(
         visited.add(current)
         node = _node(mapping[current])
         chain.append(node)
-        current = node.get("parent")
+        current = _id(node.get("parent"))
     chain.reverse()
     return chain
+
+
+def _id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _node(value: Any) -> Mapping[str, Any]:
@@ -95,7 +104,8 @@ def _node(value: Any) -> Mapping[str, Any]:
 def _said(content: Mapping[str, Any]) -> str:
     """The words of a ``text``-like content (parts or ``text``), images as ``[image]``."""
     pieces: list[str] = []
-    for part in content.get("parts") or []:
+    parts = content.get("parts")
+    for part in parts if isinstance(parts, list) else []:
         if isinstance(part, str):
             pieces.append(part)
         elif isinstance(part, dict):
@@ -115,7 +125,7 @@ def message_turn(message: Mapping[str, Any]) -> Turn | None:
     content = _node(message.get("content"))
     kind = content.get("content_type")
     meta = _node(message.get("metadata"))
-    if role not in (USER, ASSISTANT, TOOL) or kind in NOISE_TYPES:
+    if role not in (USER, ASSISTANT, TOOL) or (isinstance(kind, str) and kind in NOISE_TYPES):
         return None
     if meta.get("is_visually_hidden_from_conversation"):
         return None

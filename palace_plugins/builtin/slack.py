@@ -168,7 +168,10 @@ def message_turn(
     message: Mapping[str, Any], names: Directory, lines: tuple[int, int]
 ) -> Turn | None:
     """The turn of one message, or ``None`` for noise and empty messages."""
-    if message.get("type", "message") != "message" or message.get("subtype") in NOISE_SUBTYPES:
+    subtype = message.get("subtype")
+    if message.get("type", "message") != "message" or (
+        isinstance(subtype, str) and subtype in NOISE_SUBTYPES
+    ):
         return None
     text = resolve(str(message.get("text") or ""), names).strip()
     files = message.get("files")
