@@ -7,24 +7,102 @@ replaced in one ledger transaction, so a search never sees half of a source. Emb
 batched across entries (``mining.batch_size`` drawers at a time). The ledger's records
 of the mined wing are read once, up front, so that a mine of an unchanged tree costs a
 directory walk and a dictionary lookup per file.
+
+Whatever a source hands over is made storable first: a lone surrogate (from a file name
+that is not UTF-8, or a JSON ``\\ud800`` escape) cannot be written as UTF-8, so a file
+name's undecodable byte becomes ``\\xNN`` and any other lone surrogate U+FFFD (see
+:func:`storable`). A source that fails on one entry with anything but a
+:class:`~palace_retrievers.errors.SourceError` costs that entry (a skipped note naming the
+error), never the mine. A disk that fills up (``ENOSPC``, SQLite's "database or disk is
+full") stops the mine with :class:`StorageFullError`: the batch being filed is rolled
+back whole, what was filed before is kept, and the next mine goes on from there.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 from palace_retrievers.chunking import NORMALIZE_VERSION, chunk_text
 from palace_retrievers.config import Config
-from palace_retrievers.errors import SourceError
+from palace_retrievers.errors import PalaceError, SourceError
 from palace_retrievers.ids import digest, drawer_id
 from palace_retrievers.ledger import SourceState
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_FULL_MESSAGES = ("database or disk is full", "no space left on device", "disk quota exceeded")
+
+
+class StorageFullError(PalaceError):
+    """The disk filled up while a mine was writing; what was filed before is kept."""
+
+
+def storable(text: str) -> str:
+    """``text`` without lone surrogates, which UTF-8 (and so SQLite) cannot hold.
+
+    A surrogate that stands for an undecodable byte of a file name (Python's
+    ``surrogateescape``) becomes ``\\xNN``; any other becomes U+FFFD. Text with none is
+    returned as is.
+    """
+    if _SURROGATE.search(text) is None:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+    return _SURROGATE.sub(one, text)
+
+
+def _storable_value(value: Any) -> Any:
+    """:func:`storable` applied to every string in a metadata value."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): _storable_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable_value(v) for v in value]
+    return value
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the disk is full."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _FULL_ERRNOS:
+            return True
+        if any(words in str(current).lower() for words in _FULL_MESSAGES):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _writing(what: str, call: Callable[[], _T]) -> _T:
+    """``call()``, with a full disk reported as :class:`StorageFullError`."""
+    try:
+        return call()
+    except Exception as exc:
+        if not _disk_full(exc):
+            raise
+        raise StorageFullError(
+            f"the disk is full: {what} could not be written ({type(exc).__name__}: {exc}); "
+            "what was filed before is kept and nothing was filed half-way; free some space "
+            "and mine again to go on from there"
+        ) from exc
 
 
 def resolve_root(path: Path) -> Path:
@@ -132,13 +210,18 @@ class Miner:
                 (c.text, c.line_start, c.line_end, None, {})
                 for c in chunk_text(document.text, size=chunking.size, overlap=chunking.overlap)
             ]
+        key, location = storable(entry.key), storable(entry.location)
+        base = _storable_value(dict(document.metadata))
+        pieces = [
+            (storable(text), first, last, when, meta) for text, first, last, when, meta in pieces
+        ]
         return [
             Drawer(
-                id=drawer_id(wing=wing, source_key=entry.key, chunk_index=index, text=text),
+                id=drawer_id(wing=wing, source_key=key, chunk_index=index, text=text),
                 text=text,
                 wing=wing,
-                room=room or document.room or "general",
-                source=entry.location,
+                room=storable(room or document.room or "general"),
+                source=location,
                 chunk_index=index,
                 line_start=line_start,
                 line_end=line_end,
@@ -146,7 +229,7 @@ class Miner:
                 normalize_version=NORMALIZE_VERSION,
                 content_date=date or document.content_date,
                 user_id=user_id,
-                metadata={**document.metadata, **extra},
+                metadata={**base, **_storable_value(extra)},
             )
             for index, (text, line_start, line_end, date, extra) in enumerate(pieces)
         ]
@@ -170,29 +253,38 @@ class Miner:
 
         Raises:
             SourceError: ``path`` cannot be mined at all.
+            StorageFullError: the disk filled up while a batch was being filed.
         """
-        report = MineReport(path=str(path), wing=wing)
-        root = str(resolve_root(path))
+        wing = storable(wing)
+        user_id = storable(user_id) if user_id is not None else None
+        report = MineReport(path=storable(str(path)), wing=wing)
+        root = storable(str(resolve_root(path)))
         known = self._get_states(wing)
         seen: set[str] = set()
         pending: list[_Pending] = []
         waiting = 0
 
         def file_pending() -> None:
-            report.drawers_removed += len(self._file([(p.state, p.drawers) for p in pending]))
+            batch = [(p.state, p.drawers) for p in pending]
+            removed = _writing("a batch of drawers", partial(self._file, batch))
+            report.drawers_removed += len(removed)
             if on_filed is not None:
                 on_filed(report)
+
+        def skip(location: str, reason: str) -> None:
+            report.skipped.append(Skipped(storable(location), storable(reason)))
 
         entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
         if progress is not None:
             entries = progress(entries)
         for entry in entries:
             if isinstance(entry, Skipped):
-                report.skipped.append(entry)
+                skip(entry.location, entry.reason)
                 continue
+            key, location = storable(entry.key), storable(entry.location)
             report.seen += 1
-            seen.add(entry.key)
-            state = known.get(entry.key)
+            seen.add(key)
+            state = known.get(key)
             if (
                 state is not None
                 and state.mtime == entry.mtime
@@ -205,13 +297,20 @@ class Miner:
             try:
                 document = entry.read()
             except SourceError as exc:
-                report.skipped.append(Skipped(entry.location, str(exc)))
+                skip(location, str(exc))
+                continue
+            except Exception as exc:  # a source's bug costs this entry, not the whole mine
+                log.warning("the %r source failed on %s", self._plugin, location, exc_info=True)
+                skip(
+                    location,
+                    f"the {self._plugin!r} source failed on it: {type(exc).__name__}: {exc}",
+                )
                 continue
             fingerprint = self._pipeline_hash(document)
             new_state = SourceState(
                 wing=wing,
-                key=entry.key,
-                location=entry.location,
+                key=key,
+                location=location,
                 content_hash=fingerprint,
                 mtime=entry.mtime,
                 normalize_version=NORMALIZE_VERSION,
@@ -223,12 +322,12 @@ class Miner:
                 and state.content_hash == fingerprint
                 and (state.normalize_version == NORMALIZE_VERSION)
             ):
-                self._touch(new_state)
+                _writing("a source's new mtime", partial(self._touch, new_state))
                 report.unchanged += 1
                 continue
             drawers = self._drawers(entry, document, wing=wing, room=room, user_id=user_id)
             if not drawers:  # still filed: an emptied source must lose its old drawers
-                report.skipped.append(Skipped(entry.location, "no text to file: it is empty"))
+                skip(location, "no text to file: it is empty")
             pending.append(_Pending(new_state, drawers))
             waiting += len(drawers)
             report.mined += 1

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from palace_retrievers.errors import PluginNotFoundError, SourceError
 from palace_retrievers.ledger import Ledger
+from palace_retrievers.mining import storable
 from palace_retrievers.sources import Skipped, Source
 
 
@@ -98,9 +99,9 @@ def find_gone(
             try:
                 for entry in source(mined.plugin).scan(root):
                     if isinstance(entry, Skipped):
-                        skipped.add(entry.location)
+                        skipped.add(storable(entry.location))
                     else:
-                        listed.add(entry.key)
+                        listed.add(storable(entry.key))  # as the miner recorded it
             except (PluginNotFoundError, SourceError) as exc:
                 check.note = f"not checked, its drawers are kept: {exc}"
                 continue
