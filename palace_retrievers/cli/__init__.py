@@ -15,6 +15,7 @@ from __future__ import annotations
 from palace_retrievers.cli import drawers as drawers
 from palace_retrievers.cli import graph as graph
 from palace_retrievers.cli import memories as memories
+from palace_retrievers.cli import servers as servers
 from palace_retrievers.cli import transfer as transfer
 from palace_retrievers.cli.app import cli
 

@@ -1,0 +1,68 @@
+"""``palace serve`` (the memory page in a browser) and ``palace mcp`` (the MCP server)."""
+
+from __future__ import annotations
+
+import click
+
+from palace_retrievers.cli.app import cli, opened
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--token",
+    envvar="PALACE_WEB_TOKEN",
+    help="Access token every request must show; required beyond 127.0.0.1 "
+    "(default: $PALACE_WEB_TOKEN).",
+)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, token: str | None) -> None:
+    """Serve the memory page: search, browse, edit, pin, delete and restore memories."""
+    from palace_retrievers import web
+    from palace_retrievers.web.server import check_host
+
+    check_host(host, token)
+    path = ctx.find_root().obj["path"]
+    click.echo(f"memory page of {path} at http://{host}:{port}/ (Ctrl-C stops it)", err=True)
+    web.serve(path, host=host, port=port, token=token)
+
+
+@cli.command()
+@click.option("--user", "user_id", help="The one user whose records the server serves.")
+@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to listen on.")
+@click.option("--port", default=8766, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--token",
+    envvar="PALACE_MCP_TOKEN",
+    help="HTTP: the bearer token clients must send; required beyond 127.0.0.1 "
+    "(default: $PALACE_MCP_TOKEN).",
+)
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    user_id: str | None,
+    http: bool,
+    host: str,
+    port: int,
+    token: str | None,
+) -> None:
+    """Serve the palace to MCP clients (stdio by default), as one user.
+
+    \b
+    Tools: search, get_drawer, list_wings, list_rooms, remember, forget, memories,
+    kg_query, kg_add, kg_invalidate, kg_timeline, context, status.
+    With stdio, stdout carries only the protocol; logs go to stderr.
+    """
+    from palace_retrievers import mcp_server
+
+    if http:
+        mcp_server.check_bind(host, token)
+    with opened(ctx) as palace:
+        server = mcp_server.build_server(palace, user_id=user_id)
+        if not http:
+            mcp_server.serve_stdio(server)
+            return
+        click.echo(f"MCP server for {palace.path} at http://{host}:{port}/mcp", err=True)
+        mcp_server.serve_http(server, host=host, port=port, token=token)
