@@ -72,7 +72,7 @@ def test_finds_one_document_of_each_format_and_nothing_else(library: Path) -> No
 
 
 def test_rooms_are_first_folders(library: Path) -> None:
-    assert read(library, "handbook/notes.docx").room == "handbook"
+    assert read(library, "web/runbook.html").room == "web"
     assert read(library, "report.pdf").room == "general"
 
 
@@ -190,3 +190,20 @@ def test_one_file_of_another_type_is_a_source_error(library: Path) -> None:
 def test_bad_options_are_config_errors(options: dict[str, Any]) -> None:
     with pytest.raises(ConfigError, match="documents"):
         DocumentsSource(options)
+
+
+def test_unicode_text_survives(tmp_path: Path) -> None:
+    lines = ["会议纪要：王芳在上海。", "Zoë met Σωκράτης in Zürich ☕🦜."]
+    write_docx(tmp_path / "会议.docx", "Ünïcødé", lines)
+    (tmp_path / "page.html").write_text(
+        "<html><head><title>Café ☕</title></head><body><p>" + lines[0] + "</p></body></html>",
+        encoding="utf-8",
+    )
+    entries, _ = scan(tmp_path)
+    word = entries["会议.docx"].read()
+    assert word.text.startswith("# Ünïcødé")
+    for line in lines:
+        assert line in word.text
+    page = entries["page.html"].read()
+    assert page.metadata["title"] == "Café ☕"
+    assert lines[0] in page.text
