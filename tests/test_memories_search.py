@@ -234,3 +234,34 @@ def test_context_default_budget_is_configured(
         palace.remember(f"Orders database fact number {i} is worth keeping around")
     block = palace.context("orders database fact", k=20)
     assert sum(tokens(line) for line in block.split("\n")) <= 70
+
+
+# -- the knowledge graph as a signal ---------------------------------------------------
+
+
+def test_the_graph_boosts_the_drawers_its_triples_came_from(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    palace = open_palace(tmp_path / "p", backend="sqlite")
+    ids = palace.add_texts(DRAWERS, user_id="u1")
+    cat = ids[3]  # "Alice adopted a cat called Miso last spring."
+    plain = {h.id: h for h in palace.search("what does Alice have", k=4, user_id="u1")}
+    palace.kg.add("Alice", "owns", "Miso", source_drawer=cat, user_id="u1")
+    palace.kg.add("Alice", "owns", "a parrot", source_drawer=ids[1], user_id="u2")
+    boosted = {h.id: h for h in palace.search("what does Alice have", k=4, user_id="u1")}
+    assert boosted[cat].scores["graph"] == pytest.approx(0.05)
+    assert boosted[cat].score >= plain[cat].score + 0.05 - 1e-9
+    assert all(h.scores["graph"] == 0 for i, h in boosted.items() if i != cat)  # u2's triple
+    # No graph, no boost; a graph that fails is skipped.
+    off = open_palace(tmp_path / "p", backend="sqlite", config={"graph": {"boost": 0.0}})
+    assert off.search("what does Alice have", k=4, user_id="u1")[0].scores["graph"] == 0
+
+
+def test_a_failing_graph_never_stops_a_search(
+    palace: Palace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> dict[str, float]:
+        raise RuntimeError("graph down")
+
+    monkeypatch.setattr(palace.kg, "drawer_boosts", broken)
+    assert palace.search("orders database", user_id="u1")
