@@ -715,8 +715,8 @@ class Palace(PalaceMemories):
     def reindex(self, *, progress: Progress | None = None) -> int:
         """Rebuild the vector indexes from the ledger; returns the vectors indexed.
 
-        When the configured embedding model differs from the palace's, every drawer is
-        re-embedded with the configured one first.
+        When the configured embedding model differs from the palace's, every drawer,
+        closet and memory (of every status) is re-embedded with the configured one first.
 
         Raises:
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
@@ -736,6 +736,13 @@ class Palace(PalaceMemories):
                 self.ledger.set_closet_vectors(
                     [c.id for c in closets], vectors, model=self.embedder.model_name
                 )
+            for memories in self.ledger.iter_memories(batch_size=self.config.mining.batch_size):
+                vectors = self._embed([m.text for m in memories])
+                self.ledger.save_memories(
+                    memories,
+                    vectors={m.id: v for m, v in zip(memories, vectors, strict=True)},
+                    model=self.embedder.model_name,
+                )
             self.ledger.set_meta("embedding_model", self.embedder.model_name)
             self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
         count = self.indexes.rebuild(progress=progress)
@@ -748,7 +755,7 @@ def _check_model(ledger: Ledger, embedder: Embedder) -> None:
     stored = ledger.get_meta("embedding_model")
     if stored is None or stored == embedder.model_name:
         return
-    if ledger.count_vectors("drawers") == 0:
+    if not ledger.count_vectors("drawers") and not sum(ledger.count_memories().values()):
         return  # nothing embedded yet: the first vectors will claim the palace
     raise EmbedderMismatchError(
         f"this palace was embedded with {stored!r} but {embedder.model_name!r} is configured; "

@@ -18,7 +18,7 @@ import pytest
 
 from palace_retrievers import InvalidQueryError, Palace
 from palace_retrievers import remembering as remembering_module
-from palace_retrievers.errors import ConfigError, MemoryNotFoundError
+from palace_retrievers.errors import ConfigError, EmbedderMismatchError, MemoryNotFoundError
 from palace_retrievers.memories import MEMORY_KINDS, Memory
 
 MYSQL = "We use MySQL for the orders database"
@@ -459,3 +459,28 @@ def test_graph_config_reaches_the_knowledge_graph(
     assert default.kg.is_single_valued("lives_in")
     assert default.kg.is_single_valued("prefers_editor")
     assert default.kg.is_single_valued("uses_database")
+
+
+# -- another embedding model -------------------------------------------------------------
+
+
+def test_memories_are_reembedded_by_reindex(
+    open_palace: Callable[..., Palace], tmp_path: Path, no_matcher: None
+) -> None:
+    """A palace holding only memories still belongs to its model: the REAL MiniLM plays
+    "another model" for a palace built with the FAKE one, and reindex re-embeds them."""
+    path = tmp_path / "palace"
+    first = open_palace(path)
+    kept = first.remember("Alice is allergic to peanuts", user_id="u1").memory
+    old = first.remember(MYSQL, user_id="u1", now=T0).memory
+    first.delete_memory(old.id, user_id="u1")
+    first.close()
+    with pytest.raises(EmbedderMismatchError, match="palace reindex"):
+        open_palace(path, fake=False)
+    palace = open_palace(path, fake=False, check_model=False)
+    palace.reindex()
+    vectors = palace.ledger.memory_vectors([kept.id, old.id])
+    assert {v.shape for v in vectors.values()} == {(palace.embedder.dimension,)}
+    hits = [h for h in palace.search("what is Alice allergic to?", user_id="u1") if h.is_memory]
+    assert [h.id for h in hits] == [kept.id]
+    assert palace.memory(old.id, user_id="u1").status == "archived"  # statuses untouched

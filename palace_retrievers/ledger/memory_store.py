@@ -14,7 +14,7 @@ Only ``active`` memories are in the ``memories`` vector collection (see
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -62,6 +62,10 @@ class MemoryStore(ABC):
     ) -> list[Memory]:
         """The owner's memories (of ``kind``, with one of ``statuses``; ``None``: any),
         newest first (by ``created_at``, then id)."""
+
+    @abstractmethod
+    def iter_memories(self, *, batch_size: int = 256) -> Iterator[list[Memory]]:
+        """Every memory of every owner and status, in batches, in a stable order."""
 
     @abstractmethod
     def count_memories(self, *, user_id: str | None = None) -> dict[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -252,6 +252,15 @@ class SQLiteMemoryStore(MemoryStore):
         sql += " ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
         args += [-1 if limit is None else limit, offset]
         return [_memory(row) for row in self._read(sql, args)]
+
+    def iter_memories(self, *, batch_size: int = 256) -> Iterator[list[Memory]]:
+        last = 0
+        while rows := self._read(
+            f"SELECT rowid, {_COLUMNS} FROM memories WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, batch_size),
+        ):
+            last = rows[-1][0]
+            yield [_memory(row[1:]) for row in rows]
 
     def count_memories(self, *, user_id: str | None = None) -> dict[str, int]:
         if user_id is None:
