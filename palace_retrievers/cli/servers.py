@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import ExitStack, redirect_stdout
+
 import click
 
 from palace_retrievers.cli.app import cli, opened
@@ -57,12 +60,16 @@ def mcp(
     """
     from palace_retrievers import mcp_server
 
-    if http:
-        mcp_server.check_bind(host, token)
+    if not http:
+        with ExitStack() as stack:
+            # stdout is the protocol's: what opening the palace might print goes to stderr.
+            with redirect_stdout(sys.stderr):
+                palace = stack.enter_context(opened(ctx))
+                server = mcp_server.build_server(palace, user_id=user_id)
+            mcp_server.serve_stdio(server)
+        return
+    mcp_server.check_bind(host, token)
     with opened(ctx) as palace:
         server = mcp_server.build_server(palace, user_id=user_id)
-        if not http:
-            mcp_server.serve_stdio(server)
-            return
         click.echo(f"MCP server for {palace.path} at http://{host}:{port}/mcp", err=True)
         mcp_server.serve_http(server, host=host, port=port, token=token)
