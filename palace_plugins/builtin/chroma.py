@@ -1,22 +1,35 @@
-"""The ``chroma`` backend: an embedded Chroma ``PersistentClient`` (HNSW, cosine space).
+"""The ``chroma`` backend: embedded Chroma (``PersistentClient``) or a Chroma server.
 
-Chroma never embeds anything here: every upsert and query passes vectors, and the
-collections are created with no embedding function, so Chroma never tries to download
-its default model. Telemetry is off. Filters become a Chroma ``where`` clause, applied
-inside the HNSW query.
+By default the index is embedded: a ``PersistentClient`` over ``<palace>/index/chroma``,
+with collections ``palace_drawers``, ``palace_closets`` and ``palace_memories``.
+
+With a server (``chroma run``, or any Chroma server) the palace talks to it through an
+``HttpClient``. Options (``[backends.chroma]`` in ``palace.toml``): ``url``
+(``http://host:8000``; ``https`` turns TLS on), or ``host`` and ``port``; ``headers`` (a
+table, e.g. an ``Authorization`` token); ``tenant`` and ``database``; and ``namespace``,
+the prefix of this palace's collections on the server (see
+:mod:`palace_plugins.builtin.server_names`).
+
+Either way the collections are HNSW in cosine space (``ef_search``, ``ef_construction``
+and ``max_neighbors`` are options). Chroma never embeds anything here: every upsert and
+query passes vectors, and the collections are created with no embedding function, so
+Chroma never tries to download its default model. Telemetry is off. Filters become a
+Chroma ``where`` clause, applied inside the HNSW query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
 
+from palace_plugins.builtin.server_names import namespace
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
-from palace_retrievers.errors import IndexUnavailableError
+from palace_retrievers.errors import ConfigError, IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,
     Capabilities,
@@ -28,6 +41,8 @@ from palace_retrievers.index import (
 from palace_retrievers.records import Filter
 
 DEFAULTS: dict[str, int] = {"ef_search": 200, "ef_construction": 200, "max_neighbors": 32}
+#: The options that select and reach a Chroma server (none of them: embedded).
+SERVER_OPTIONS = {"url", "host", "port", "ssl", "headers", "tenant", "database", "namespace"}
 
 
 def chroma_where(where: Filter) -> dict[str, Any]:
@@ -44,13 +59,52 @@ def chroma_where(where: Filter) -> dict[str, Any]:
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
 
+def server_address(options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``HttpClient`` arguments the options ask for, or ``None`` for embedded Chroma.
+
+    Raises:
+        ConfigError: ``url`` is not an http(s) URL, or is given with ``host``/``port``.
+    """
+    if not any(options.get(name) not in (None, "") for name in ("url", "host", "port")):
+        for name in SERVER_OPTIONS & set(options):
+            raise ConfigError(f"backend 'chroma': {name} applies to a server; set url as well")
+        return None
+    headers = options.get("headers") or {}
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise ConfigError("backend 'chroma': headers must be a table of strings")
+    address: dict[str, Any] = {"ssl": bool(options.get("ssl", False)), "headers": dict(headers)}
+    url = options.get("url") or ""
+    if url:
+        if options.get("host") or options.get("port"):
+            raise ConfigError("backend 'chroma': give either url or host and port, not both")
+        parts = urlsplit(str(url))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"backend 'chroma': url must be http(s)://host[:port], got {url!r}")
+        address["host"] = parts.hostname
+        address["port"] = parts.port or (443 if parts.scheme == "https" else 8000)
+        address["ssl"] = parts.scheme == "https"
+    else:
+        address["host"] = str(options.get("host") or "localhost")
+        port = options.get("port", 8000)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise ConfigError(f"backend 'chroma': port must be a port number, got {port!r}")
+        address["port"] = port
+    for name in ("tenant", "database"):
+        if options.get(name):
+            address[name] = str(options[name])
+    return address
+
+
 class ChromaIndex(VectorIndex):
-    """One Chroma collection per palace collection, under ``<palace>/index/chroma``."""
+    """One Chroma collection per palace collection: embedded under ``<palace>/index/chroma``,
+    or on a Chroma server."""
 
     capabilities = Capabilities(exact=False, persistent=True)
 
     def __init__(self, context: BackendContext) -> None:
-        options_check("backend", "chroma", context.options, set(DEFAULTS))
+        options_check("backend", "chroma", context.options, set(DEFAULTS) | SERVER_OPTIONS)
         import chromadb  # imported here: it is slow to import and only this backend needs it
         from chromadb.api.collection_configuration import (
             CreateCollectionConfiguration,
@@ -58,10 +112,19 @@ class ChromaIndex(VectorIndex):
         )
         from chromadb.config import Settings
 
-        hnsw = {**DEFAULTS, **context.options}
+        hnsw = {**DEFAULTS, **{k: v for k, v in context.options.items() if k in DEFAULTS}}
+        address = server_address(context.options)
         path = context.palace_dir / "index" / "chroma"
-        path.mkdir(parents=True, exist_ok=True)
-        self._name = f"palace_{context.collection}"
+        if address is None:
+            self._name = f"palace_{context.collection}"
+            self._where = f"embedded Chroma at {path}"
+        else:
+            prefix = namespace(
+                context.palace_dir, context.options.get("namespace"), backend="chroma"
+            )
+            self._name = f"{prefix}_{context.collection}"
+            scheme = "https" if address["ssl"] else "http"
+            self._where = f"Chroma server {scheme}://{address['host']}:{address['port']}"
         self._configuration = CreateCollectionConfiguration(
             hnsw=CreateHNSWConfiguration(
                 space="cosine",
@@ -72,16 +135,24 @@ class ChromaIndex(VectorIndex):
         )
         self._client: Any = None
         try:
-            self._client = chromadb.PersistentClient(
-                path=str(path), settings=Settings(anonymized_telemetry=False)
-            )
+            if address is None:
+                path.mkdir(parents=True, exist_ok=True)
+                self._client = chromadb.PersistentClient(
+                    path=str(path), settings=Settings(anonymized_telemetry=False)
+                )
+            else:
+                self._client = chromadb.HttpClient(
+                    **address, settings=Settings(anonymized_telemetry=False)
+                )
             self._collection = self._open_collection()
         except Exception as exc:
             self.close()
-            _forget_failed_system(str(path))
+            if address is None:
+                _forget_failed_system(str(path))
             raise IndexUnavailableError(
-                f"cannot open the Chroma index at {path} ({type(exc).__name__}: {exc}); "
-                "run `palace reindex` to rebuild it from the ledger"
+                f"cannot open the Chroma index {self._name} ({self._where}; "
+                f"{type(exc).__name__}: {exc}); run `palace reindex` to rebuild it from the "
+                "ledger"
             ) from exc
         self._batch = max(1, min(5000, self._client.get_max_batch_size()))
 
@@ -141,7 +212,7 @@ class ChromaIndex(VectorIndex):
 
     def health(self) -> Health:
         try:
-            return Health(ok=True, count=self.count(), detail="embedded Chroma")
+            return Health(ok=True, count=self.count(), detail=f"{self._where}, {self._name}")
         except Exception as exc:
             return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
 

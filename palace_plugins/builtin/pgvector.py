@@ -1,0 +1,479 @@
+"""The ``pgvector`` backend: PostgreSQL with the ``vector`` extension, through psycopg 3.
+
+Options (``[backends.pgvector]`` in ``palace.toml``):
+
+- ``url``: any libpq connection string or URL (``postgresql://user@host/db``,
+  ``host=/run/postgresql dbname=palace``). Empty (the default) means libpq's own defaults
+  and ``PG*`` environment variables, which is also how to keep a password out of
+  ``palace.toml`` (``PGPASSWORD``, ``~/.pgpass``).
+- ``namespace``: the prefix of this palace's tables (see
+  :mod:`palace_plugins.builtin.server_names`).
+- ``ef_search`` (default 200), ``m`` (16), ``ef_construction`` (128): the HNSW index's
+  search breadth, links per node and build breadth. ``m`` and ``ef_construction`` apply
+  when the index is built (``palace reindex`` builds it anew).
+- ``index_after`` (default 10,000): the HNSW index is built once the table holds this
+  many rows; a smaller table is searched exactly (a scan of a few thousand rows takes
+  milliseconds). ``0`` builds it with the table.
+- ``build_memory`` (default ``"512MB"``): ``maintenance_work_mem`` while the index is
+  built (a graph that fits in it builds several times faster).
+- ``pool_size`` (default 4): most connections the palace keeps open; ``timeout``
+  (default 3 s): how long to wait for a connection before the query fails (and the
+  palace answers from its exact scan instead).
+
+One table per palace and collection, ``<namespace>_<collection>``: typed columns for
+every filter field (``wing``, ``room``, ``user_id``, ``kind``, ``ts``), a ``meta`` JSONB
+column for the rest (the source, and whatever later fields need no index), and the
+``vector(dimension)`` column with an HNSW index over ``vector_cosine_ops``. B-tree indexes
+on the owner with the wing and room, the kind, and the time serve filtered queries.
+
+Inserting into an HNSW index row by row is slow (each row is linked into the graph), and
+building it over loaded rows is many times faster, so the index is built *after* a bulk
+load: ``clear()`` (what ``palace reindex`` starts with) drops the table, the rows go in
+without the index, and the index is built when the table is next checked (``health()``,
+which the palace calls when a reindex ends and when it opens) or queried, once it holds
+``index_after`` rows. From then on upserts keep the index up to date row by row.
+
+Filters are a parameterised SQL ``WHERE`` evaluated inside the query. PostgreSQL's HNSW
+scan filters the ``ef_search`` nearest candidates it finds; when a selective filter leaves
+fewer than ``k`` of them, the query is run again as an exact scan of the rows the filter
+selects (through the B-tree indexes), so a filter never costs results. The extension is
+created (``CREATE EXTENSION IF NOT EXISTS vector``) when the palace first opens; the
+connecting role needs the right to do so, or an administrator does it once.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_plugins.builtin.server_names import namespace
+from palace_plugins.hookspecs import Register, hookimpl
+from palace_retrievers.embedder import options_check
+from palace_retrievers.errors import ConfigError, IndexUnavailableError
+from palace_retrievers.index import (
+    BackendContext,
+    Capabilities,
+    Health,
+    IndexEntry,
+    VectorIndex,
+    VectorMatch,
+)
+from palace_retrievers.records import Filter
+
+DEFAULTS: dict[str, Any] = {
+    "url": "",
+    "namespace": "",
+    "ef_search": 200,
+    "m": 16,
+    "ef_construction": 128,
+    "pool_size": 4,
+    "timeout": 3.0,
+    "index_after": 10_000,
+    "build_memory": "512MB",
+}
+#: pgvector's largest ``hnsw.ef_search``; a larger ``k`` is answered by an exact scan.
+MAX_EF_SEARCH = 1000
+#: Rows an upsert sends a statement.
+BATCH = 1000
+
+
+class _Pools:
+    """One connection pool per connection string in the process, shared by refcount.
+
+    A palace opens an index per collection; they share the pool of their URL, as do two
+    palaces on the same server.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[str, tuple[Any, int]] = {}
+
+    def acquire(self, url: str, *, size: int, timeout: float) -> Any:
+        from psycopg_pool import ConnectionPool
+
+        with self._lock:
+            if url in self._pools:
+                pool, users = self._pools[url]
+                self._pools[url] = (pool, users + 1)
+                return pool
+            _prepare_database(url, timeout)
+            pool = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(1, size),
+                timeout=timeout,
+                kwargs={
+                    "autocommit": True,
+                    "connect_timeout": max(1, round(timeout)),
+                    "application_name": "palace-pgvector",
+                },
+                configure=_configure,
+                check=ConnectionPool.check_connection,
+                name="palace-pgvector",
+                open=False,
+            )
+            pool.open(wait=True, timeout=timeout)
+            self._pools[url] = (pool, 1)
+            return pool
+
+    def release(self, url: str) -> None:
+        with self._lock:
+            pool, users = self._pools[url]
+            if users > 1:
+                self._pools[url] = (pool, users - 1)
+                return
+            del self._pools[url]
+        pool.close()
+
+
+_POOLS = _Pools()
+
+
+def _prepare_database(url: str, timeout: float) -> None:
+    """Create the ``vector`` extension if it is missing (before the pool registers it)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout))) as conn:
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+            return
+        conn.execute("SELECT pg_advisory_lock(hashtext('palace-pgvector-extension'))")
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('palace-pgvector-extension'))")
+
+
+def _configure(conn: Any) -> None:
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
+    version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    row = version.fetchone()
+    if row and _version(row[0]) >= (0, 8):
+        # Since pgvector 0.8 a filtered HNSW scan can keep going until it has k rows;
+        # the matches are re-sorted here, so the relaxed order costs nothing.
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def _number(options: dict[str, Any], name: str, *, minimum: float, whole: bool = True) -> Any:
+    value = options[name]
+    valid = not isinstance(value, bool) and isinstance(value, int if whole else int | float)
+    if not valid or float(value) < minimum:
+        noun = "a whole number" if whole else "a number"
+        raise ConfigError(f"backend 'pgvector': {name} must be {noun} >= {minimum}, got {value!r}")
+    return value
+
+
+class PgvectorIndex(VectorIndex):
+    """One PostgreSQL table per palace collection, searched through an HNSW index."""
+
+    capabilities = Capabilities(exact=False, persistent=True)
+
+    def __init__(self, context: BackendContext) -> None:
+        options_check("backend", "pgvector", context.options, set(DEFAULTS))
+        options = {**DEFAULTS, **context.options}
+        for name in ("url", "build_memory"):
+            if not isinstance(options[name], str):
+                raise ConfigError(f"backend 'pgvector': {name} must be a string")
+        self._index_after = int(_number(options, "index_after", minimum=0))
+        self._build_memory = options["build_memory"]
+        self._indexed = False
+        self._ef_search = int(_number(options, "ef_search", minimum=1))
+        self._m = int(_number(options, "m", minimum=2))
+        self._ef_construction = int(_number(options, "ef_construction", minimum=4))
+        size = int(_number(options, "pool_size", minimum=1))
+        timeout = float(_number(options, "timeout", minimum=0.1, whole=False))
+        prefix = namespace(context.palace_dir, options["namespace"], backend="pgvector")
+        self._table = f"{prefix}_{context.collection}"
+        self._dimension = context.dimension
+        self._url = options["url"]
+        self._pool: Any = None
+        try:
+            self._pool = _POOLS.acquire(self._url, size=size, timeout=timeout)
+            with self._connection() as conn:
+                self._create(conn, drop=False)
+        except Exception as exc:
+            self.close()
+            raise IndexUnavailableError(
+                f"cannot open the pgvector index {self._table} ({type(exc).__name__}: "
+                f"{exc}); check the server and [backends.pgvector] url, then run "
+                "`palace reindex`"
+            ) from exc
+
+    # -- SQL ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        if self._pool is None:
+            raise IndexUnavailableError(f"the pgvector index {self._table} is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise IndexUnavailableError(
+                f"the PostgreSQL server of the pgvector index {self._table} cannot be reached "
+                f"({type(exc).__name__}: {exc}); the ledger keeps every write, and "
+                "`palace reindex` brings the index up to date"
+            ) from exc
+
+    def _name(self, suffix: str = "") -> Any:
+        from psycopg import sql
+
+        return sql.Identifier(self._table + suffix)
+
+    def _create(self, conn: Any, *, drop: bool) -> None:
+        """Create the table and its indexes (dropping it first when ``drop``)."""
+        from psycopg import sql
+
+        table = self._name()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._table,))
+            if drop:
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} ("
+                    " id text PRIMARY KEY,"
+                    " wing text NOT NULL, room text NOT NULL, user_id text NOT NULL,"
+                    " kind text NOT NULL, ts double precision NOT NULL,"
+                    " meta jsonb NOT NULL DEFAULT '{{}}'::jsonb,"
+                    " embedding vector({}) NOT NULL)"
+                ).format(table, sql.Literal(self._dimension))
+            )
+            for suffix, columns in (
+                ("_place", ("user_id", "wing", "room")),
+                ("_kind", ("user_id", "kind")),
+                ("_ts", ("user_id", "ts")),
+            ):
+                conn.execute(
+                    sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
+                        self._name(suffix),
+                        table,
+                        sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+                    )
+                )
+        self._indexed = False
+        self._index_if_due(conn)
+
+    def _index_if_due(self, conn: Any) -> bool:
+        """Build the HNSW index if it is missing and the table holds ``index_after`` rows;
+        whether the table has the index."""
+        from psycopg import sql
+
+        if self._indexed:
+            return True
+        row = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (_quoted(self._table + "_hnsw"),)
+        ).fetchone()
+        if row and row[0]:
+            self._indexed = True
+            return True
+        if self._index_after > 0 and self._count(conn) < self._index_after:
+            return False
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._table,))
+            conn.execute(
+                sql.SQL("SET LOCAL maintenance_work_mem = {}").format(
+                    sql.Literal(self._build_memory)
+                )
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                    " WITH (m = {}, ef_construction = {})"
+                ).format(
+                    self._name("_hnsw"),
+                    self._name(),
+                    sql.Literal(self._m),
+                    sql.Literal(self._ef_construction),
+                )
+            )
+        self._indexed = True
+        return True
+
+    def _count(self, conn: Any) -> int:
+        from psycopg import sql
+
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._name())).fetchone()
+        return int(row[0]) if row else 0
+
+    def _stored_dimension(self, conn: Any) -> int | None:
+        """The dimension of the table's vector column (``None`` when there is no table)."""
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute"
+            " WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+            (_quoted(self._table),),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    # -- the contract -------------------------------------------------------------------
+
+    def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
+        from psycopg import sql
+        from psycopg.types.json import Jsonb
+
+        statement = sql.SQL(
+            "INSERT INTO {} (id, wing, room, user_id, kind, ts, meta, embedding)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %b)"
+            " ON CONFLICT (id) DO UPDATE SET wing = EXCLUDED.wing, room = EXCLUDED.room,"
+            " user_id = EXCLUDED.user_id, kind = EXCLUDED.kind, ts = EXCLUDED.ts,"
+            " meta = EXCLUDED.meta, embedding = EXCLUDED.embedding"
+        ).format(self._name())
+        with self._connection() as conn:
+            for start in range(0, len(entries), BATCH):
+                batch = entries[start : start + BATCH]
+                rows = [
+                    (
+                        e.id,
+                        e.wing,
+                        e.room,
+                        e.user_id,
+                        e.kind,
+                        float(e.timestamp),
+                        Jsonb({"source": e.source}),
+                        np.asarray(e.vector, dtype=np.float32),
+                    )
+                    for e in batch
+                ]
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(statement, rows)
+
+    def delete(self, *, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        from psycopg import sql
+
+        with self._connection() as conn:
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(self._name()), (list(ids),)
+            )
+
+    def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
+        if k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        condition, params = _where_sql(where)
+        with self._connection() as conn:
+            rows: list[tuple[str, float]] = []
+            if k <= MAX_EF_SEARCH and self._index_if_due(conn):
+                rows = self._search(conn, query, k, condition, params, exact=False)
+            if len(rows) < k:
+                # Fewer than k: either the filter leaves fewer rows, or the HNSW scan's
+                # candidates ran out before k passed it. The exact scan tells which.
+                rows = self._search(conn, query, k, condition, params, exact=True)
+        matches = [VectorMatch(i, 1.0 - float(d)) for i, d in rows]
+        return sorted(matches, key=lambda m: (-m.similarity, m.id))
+
+    def _search(
+        self,
+        conn: Any,
+        query: npt.NDArray[np.float32],
+        k: int,
+        condition: Any,
+        params: list[Any],
+        *,
+        exact: bool,
+    ) -> list[tuple[str, float]]:
+        from psycopg import sql
+
+        # The exact scan orders by id too, so that ties at the k-th rank break by id.
+        order = sql.SQL("ORDER BY distance, id" if exact else "ORDER BY distance")
+        statement = sql.SQL(
+            "SELECT id, embedding <=> %b AS distance FROM {} WHERE {} {} LIMIT %s"
+        ).format(self._name(), condition, order)
+        with conn.transaction():
+            if exact:
+                conn.execute("SET LOCAL enable_indexscan = off")
+            else:
+                conn.execute(
+                    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(
+                        sql.Literal(min(MAX_EF_SEARCH, max(self._ef_search, k)))
+                    )
+                )
+            found = conn.execute(statement, [query, *params, k]).fetchall()
+        return [(str(i), float(d)) for i, d in found]
+
+    def count(self) -> int:
+        with self._connection() as conn:
+            return self._count(conn)
+
+    def clear(self) -> None:
+        # Dropping the table (rather than deleting its rows) also takes the palace's
+        # current dimension and HNSW settings, for a reindex after a change of model.
+        with self._connection() as conn:
+            self._create(conn, drop=True)
+
+    def health(self) -> Health:
+        try:
+            with self._connection() as conn:
+                dimension = self._stored_dimension(conn)
+                version = conn.execute(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone()
+                server = conn.execute("SHOW server_version").fetchone()
+                if dimension is None:
+                    return Health(ok=False, count=None, detail=f"table {self._table} is missing")
+                indexed = dimension == self._dimension and self._index_if_due(conn)
+                count = self._count(conn)
+        except Exception as exc:
+            return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
+        detail = (
+            f"pgvector {version[0] if version else '?'} on PostgreSQL "
+            f"{server[0] if server else '?'}, table {self._table}"
+            + ("" if indexed else f" (exact scan until it holds {self._index_after:,} rows)")
+        )
+        if dimension != self._dimension:
+            return Health(
+                ok=False,
+                count=count,
+                detail=f"{detail} holds vectors of dimension {dimension}, "
+                f"the palace's have {self._dimension}",
+            )
+        return Health(ok=True, count=count, detail=detail)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            _POOLS.release(self._url)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _where_sql(where: Filter) -> tuple[Any, list[Any]]:
+    """The parameterised ``WHERE`` condition of a palace filter, and its parameters."""
+    from psycopg import sql
+
+    parts: list[Any] = [sql.SQL("user_id = %s")]
+    params: list[Any] = [where.owner]
+    for column in ("wing", "room", "kind"):
+        value = getattr(where, column)
+        if value is not None:
+            parts.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+            params.append(value)
+    if where.since is not None:
+        parts.append(sql.SQL("ts >= %s"))
+        params.append(where.since.timestamp())
+    if where.until is not None:
+        parts.append(sql.SQL("ts <= %s"))
+        params.append(where.until.timestamp())
+    return sql.SQL(" AND ").join(parts), params
+
+
+@hookimpl(trylast=True)
+def palace_register_backends(register: Register) -> None:
+    register("pgvector", PgvectorIndex)
