@@ -24,7 +24,7 @@ INTEGRATIONS := integrations/langchain-palace integrations/llama-index-palace \
 $(STAMP): pyproject.toml Makefile $(INTEGRATIONS:%=%/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev]" $(INTEGRATIONS:%=-e "%[test]")
+	$(PIP) install --quiet -e ".[dev,qdrant,pgvector]" $(INTEGRATIONS:%=-e "%[test]")
 	touch $(STAMP)
 
 install: $(STAMP)
