@@ -304,11 +304,12 @@ class PalaceMemories:
 
     def restore(self, memory_id: str, *, user_id: str | None = None) -> Memory:
         """Bring an archived memory back (``active``, or ``superseded`` again if it had
-        been superseded); history: ``restore``.
+        been superseded), or confirm a ``pending`` one (it becomes active and supersedes
+        the active memories it updates); history: ``restore``.
 
         Raises:
             MemoryNotFoundError: no such memory for that owner.
-            InvalidQueryError: the memory is not archived.
+            InvalidQueryError: the memory is neither archived nor pending.
         """
         return self._remembering.restore(memory_id, user_id=user_id)
 

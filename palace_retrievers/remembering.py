@@ -18,7 +18,9 @@ the whole rule should the matcher fail). Then:
 - an update files the new memory and marks every memory it updates ``superseded`` with
   ``superseded_by`` = the new id (history: ``supersede`` on the old, ``update`` on the
   new). A new memory *older* than the current one it updates (a conversation mined out
-  of order) is filed already superseded by that current one;
+  of order) is filed already superseded by that current one. A ``pending`` new memory
+  supersedes only pending ones; the active ones it updates stay current until it is
+  confirmed (``palace.restore``, or told again as active);
 - anything else is filed as a new memory (history: ``add``).
 
 Nothing is ever deleted by remembering. Every change and its history are one ledger
@@ -372,7 +374,7 @@ class Remembering:
         if expires is not None:
             expires = None if life is None else max(expires, at + life)
         activate = old.status == "pending" and status == "active"
-        new = replace(
+        new: Memory = replace(
             old,
             importance=max(old.importance, importance),
             tags=tuple(dict.fromkeys([*old.tags, *tags])),
@@ -394,9 +396,48 @@ class Remembering:
             new_status="active" if activate else None,
             detail={"similarity": round(similarity, 4), "importance": new.importance},
         )
-        self._ledger.save_memories([new], events=[event])
+        superseded: list[Memory] = []
+        events = [event]
+        if activate:
+            new, superseded, more = self._confirm(new, at)
+            events += more
+        self._ledger.save_memories([new, *superseded], events=events)
         self._sync_index()
         return Remembered(memory=new, action="duplicate", previous=old)
+
+    def _confirm(
+        self, memory: Memory, at: datetime
+    ) -> tuple[Memory, list[Memory], list[MemoryEvent]]:
+        """A pending memory becoming active supersedes the active memories it updates
+        (listed in its ``metadata["updates"]`` when it was filed); returns the memory,
+        those it supersedes now, and their events."""
+        waiting = memory.metadata.get("updates")
+        if not isinstance(waiting, list) or not waiting:
+            return memory, [], []
+        current = [
+            m
+            for m in self._ledger.get_memories([str(i) for i in waiting])
+            if m.user_id == memory.user_id and m.status in CURRENT and m.id != memory.id
+        ]
+        metadata = {k: v for k, v in memory.metadata.items() if k != "updates"}
+        superseded = [
+            replace(m, status="superseded", superseded_by=memory.id, status_at=at) for m in current
+        ]
+        events = [
+            MemoryEvent(
+                memory_id=old.id,
+                event="supersede",
+                at=at,
+                user_id=old.user_id,
+                old_text=old.text,
+                new_text=memory.text,
+                old_status=old.status,
+                new_status="superseded",
+                detail={"superseded_by": memory.id, "confirmed": True},
+            )
+            for old in current
+        ]
+        return replace(memory, metadata=metadata), superseded, events
 
     def _file(
         self,
@@ -405,7 +446,12 @@ class Remembering:
         vector: npt.NDArray[np.float32],
         at: datetime,
     ) -> Remembered:
-        """File a new memory, superseding ``updates`` (or superseded by the newest)."""
+        """File a new memory, superseding ``updates`` (or superseded by the newest).
+
+        A ``pending`` memory supersedes only pending ones: the active memories it updates
+        stay current until it is confirmed (:meth:`restore`, or told again as active),
+        and are kept in its ``metadata["updates"]`` until then.
+        """
         vectors = {memory.id: vector}
         newer = [m for m in updates if m.created_at > memory.created_at]
         if newer:
@@ -422,6 +468,11 @@ class Remembering:
             )
             self._ledger.save_memories([filed], vectors=vectors, model=self._model, events=[event])
             return Remembered(memory=filed, action="updated", previous=current)
+        if memory.status == "pending":
+            waiting = [m.id for m in updates if m.status == "active"]
+            if waiting:
+                memory = replace(memory, metadata={**memory.metadata, "updates": waiting})
+            updates = [m for m in updates if m.status == "pending"]
         superseded = tuple(
             replace(m, status="superseded", superseded_by=memory.id, status_at=at) for m in updates
         )
@@ -626,20 +677,30 @@ class Remembering:
 
     def restore(self, memory_id_: str, *, user_id: str | None) -> Memory:
         """Bring an archived memory back: ``active``, or ``superseded`` again when it had
-        been superseded (a restore never makes two current values of one thing).
+        been superseded (a restore never makes two current values of one thing). A
+        ``pending`` memory is confirmed: it becomes active and supersedes the active
+        memories it updates.
 
         Raises:
-            InvalidQueryError: the memory is not archived.
+            InvalidQueryError: the memory is neither archived nor pending.
         """
         with self._writing("restore memory"):
             old = self.get(memory_id_, user_id=user_id)
+            at = datetime.now(UTC)
+            if old.status == "pending":
+                new, event = self._set_status(old, "active", "restore", at, confirmed=True)
+                new, superseded, events = self._confirm(new, at)
+                self._ledger.save_memories([new, *superseded], events=[event, *events])
+                self._sync_index()
+                return new
             if old.status != "archived":
                 raise InvalidQueryError(
-                    f"memory {old.id!r} is {old.status}, not archived: there is nothing to restore"
+                    f"memory {old.id!r} is {old.status}, not archived or pending: "
+                    "there is nothing to restore"
                 )
             successor = self._ledger.get_memories([old.superseded_by]) if old.superseded_by else []
             status = "superseded" if successor else "active"
-            new, event = self._set_status(old, status, "restore", datetime.now(UTC))
+            new, event = self._set_status(old, status, "restore", at)
             if status == "active":
                 new = replace(new, superseded_by=None)
             self._ledger.save_memories([new], events=[event])

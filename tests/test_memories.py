@@ -173,6 +173,43 @@ def test_three_values_make_a_chain_oldest_first(palace: Palace) -> None:
     ]
 
 
+def test_a_pending_update_waits_for_confirmation(palace: Palace) -> None:
+    old = palace.remember(MYSQL, user_id="u1", now=T0).memory
+    pending = palace.remember(POSTGRES, user_id="u1", status="pending", now=T0 + timedelta(1))
+    assert pending.action == "added"
+    assert pending.memory.status == "pending"
+    assert pending.memory.metadata["updates"] == [old.id]
+    assert palace.memory(old.id, user_id="u1").status == "active"  # still the truth
+    assert [m.id for m in palace.memories(user_id="u1")] == [old.id]
+    confirmed = palace.restore(pending.memory.id, user_id="u1")
+    assert confirmed.status == "active"
+    assert "updates" not in confirmed.metadata
+    stored = palace.memory(old.id, user_id="u1")
+    assert stored.status == "superseded"
+    assert stored.superseded_by == confirmed.id
+    assert [m.text for m in palace.chain(old.id, user_id="u1")] == [MYSQL, POSTGRES]
+    assert palace.history(confirmed.id, user_id="u1")[-1].detail == {"confirmed": True}
+    assert palace.history(old.id, user_id="u1")[-1].event == "supersede"
+
+
+def test_a_pending_update_is_confirmed_by_being_told_again(palace: Palace) -> None:
+    old = palace.remember(MYSQL, user_id="u1", now=T0).memory
+    pending = palace.remember(POSTGRES, user_id="u1", status="pending", now=T0 + timedelta(1))
+    again = palace.remember(POSTGRES, user_id="u1", now=T0 + timedelta(2))
+    assert again.action == "duplicate"
+    assert again.memory.id == pending.memory.id
+    assert again.memory.status == "active"
+    assert palace.memory(old.id, user_id="u1").superseded_by == pending.memory.id
+    assert [m.text for m in palace.memories(user_id="u1")] == [POSTGRES]
+
+
+def test_a_pending_update_supersedes_a_pending_memory(palace: Palace) -> None:
+    old = palace.remember(MYSQL, user_id="u1", status="pending", now=T0).memory
+    new = palace.remember(POSTGRES, user_id="u1", status="pending", now=T0 + timedelta(1))
+    assert new.action == "updated"
+    assert palace.memory(old.id, user_id="u1").superseded_by == new.memory.id
+
+
 def test_an_older_statement_is_filed_already_superseded(palace: Palace) -> None:
     current = palace.remember(POSTGRES, user_id="u1", now=T0 + timedelta(days=10)).memory
     late = palace.remember(MYSQL, user_id="u1", now=T0)  # said earlier, mined later
@@ -265,7 +302,7 @@ def test_delete_memory_is_soft_and_restore_brings_it_back(palace: Palace) -> Non
         "delete",
         "restore",
     ]
-    with pytest.raises(InvalidQueryError, match="not archived"):
+    with pytest.raises(InvalidQueryError, match="not archived or pending"):
         palace.restore(memory.id, user_id="u1")
 
 
