@@ -44,8 +44,9 @@ def run(tmp_path: Path, fake_cli: None) -> Run:
         result = CliRunner().invoke(cli, ["--palace", str(palace), *args], input=input)
         return result.exit_code, result.stdout, result.stderr
 
-    code, _, err = run_("init", "--embedder", "fake", "--backend", "sqlite")
+    code, out, err = run_("init", "--embedder", "fake", "--backend", "sqlite", "--json")
     assert code == 0, err
+    assert json.loads(out)["model"] == "fake/hashing-bag-of-words-64"
     return run_
 
 
@@ -99,6 +100,7 @@ def test_remember_list_show_edit_delete_restore_forget(run: Run) -> None:
     assert restored[0]["status"] == "active"
     assert [m["id"] for m in data(run, "memories", "list")] == [memory_id]
 
+    assert data(run, "reindex") == {"vectors": 1, "backend": "sqlite"}  # the active memory
     assert data(run, "forget", memory_id) == {"deleted": 1}
     assert data(run, "memories", "list", "--status", "all") == []
     code, _, err = run("memories", "show", memory_id)

@@ -19,8 +19,15 @@ from palace_retrievers.records import Hit
 @click.option("--backend", help="Vector index backend plugin (default: chroma).")
 @click.option("--embedder", help="Embedder plugin (default: sentence-transformers).")
 @click.option("--model", help="Embedding model (default: the embedder's own).")
+@json_option
 @click.pass_context
-def init(ctx: click.Context, backend: str | None, embedder: str | None, model: str | None) -> None:
+def init(
+    ctx: click.Context,
+    backend: str | None,
+    embedder: str | None,
+    model: str | None,
+    as_json: bool,
+) -> None:
     """Create a palace (its ledger, indexes and palace.toml)."""
     path: Path = ctx.obj["path"]
     if (path / CONFIG_FILE).exists() and any(v is not None for v in (backend, embedder, model)):
@@ -35,10 +42,18 @@ def init(ctx: click.Context, backend: str | None, embedder: str | None, model: s
         config = load(path, overrides=overrides)
         (path / CONFIG_FILE).write_text(render(config), encoding="utf-8")
     with opened(ctx, create=True) as palace:
-        click.echo(
-            f"palace ready at {palace.path} (backend {palace.config.backend}, "
-            f"embedder {palace.embedder.model_name})"
-        )
+        ready = {
+            "path": str(palace.path),
+            "backend": palace.config.backend,
+            "embedder": palace.config.embedder,
+            "model": palace.embedder.model_name,
+        }
+    if as_json:
+        emit_json(ready)
+        return
+    click.echo(
+        f"palace ready at {ready['path']} (backend {ready['backend']}, embedder {ready['model']})"
+    )
 
 
 @cli.command()
@@ -270,12 +285,16 @@ def plugins(as_json: bool) -> None:
 
 
 @cli.command()
+@json_option
 @click.pass_context
-def reindex(ctx: click.Context) -> None:
+def reindex(ctx: click.Context, as_json: bool) -> None:
     """Rebuild the vector indexes from the ledger (re-embedding if the model changed)."""
     with opened(ctx, check_model=False) as palace:
         count = palace.reindex()
         degraded = palace.indexes.degraded
     if degraded:
         fail(f"reindexed {count} vectors but the index is still degraded: {degraded}")
+    if as_json:
+        emit_json({"vectors": count, "backend": palace.config.backend})
+        return
     click.echo(f"reindexed {count} vectors into {palace.config.backend}")
