@@ -17,6 +17,8 @@ providing its fixture, as with ``langchain-tests``::
 - :class:`ClosetExtractorTests`: ``extractor_factory``, ``factory(options) ->
   ClosetExtractor`` (and ``sample_drawers`` when the default sample does not suit it).
 - :class:`EmbedderTests`: ``embedder``, the :class:`~palace_retrievers.embedder.Embedder`.
+- :class:`LedgerTests`: ``ledger``, an empty :class:`~palace_retrievers.ledger.Ledger`
+  (and ``second_ledger``, another handle on the same store, when it can be opened twice).
 
 The suites need ``pytest`` (a test dependency, not a runtime one). The built-in plugins
 pass the same suites, in the palace's own ``tests/``; ``docs/plugins.md`` walks through
@@ -30,6 +32,9 @@ pytest.register_assert_rewrite(
     "palace_plugins.testing.backends",
     "palace_plugins.testing.closets",
     "palace_plugins.testing.embedders",
+    "palace_plugins.testing.ledger",
+    "palace_plugins.testing.ledger_graph",
+    "palace_plugins.testing.ledger_memories",
     "palace_plugins.testing.sources",
 )
 
@@ -44,6 +49,7 @@ from palace_plugins.testing.backends import (  # noqa: E402 - after the rewrite 
 )
 from palace_plugins.testing.closets import ClosetExtractorTests  # noqa: E402
 from palace_plugins.testing.embedders import EmbedderTests  # noqa: E402
+from palace_plugins.testing.ledger import LedgerTests  # noqa: E402
 from palace_plugins.testing.sources import SourceTests  # noqa: E402
 
 __all__ = [
@@ -51,6 +57,7 @@ __all__ = [
     "ClosetExtractorTests",
     "EmbedderTests",
     "IndexFactory",
+    "LedgerTests",
     "SourceTests",
     "brute_force",
     "entry",

@@ -1,0 +1,452 @@
+"""Memories in the PostgreSQL ledger (tables ``memories`` and ``memory_history``).
+
+:class:`PostgresMemoryStore` is a mixin of
+:class:`~palace_retrievers.ledger.postgres.PostgresLedger`: it writes through the
+ledger's ``_write()`` (one transaction under the palace's advisory lock, rolled back on
+any error) and reads through ``_read()``. Every statement is parameterised; times are
+``timestamptz`` in UTC; unowned memories are stored with owner ``''``.
+
+The schema's triggers journal a memory for the vector index when its text, vector,
+status or a filter field changes (only ``active`` memories are index entries), while
+:meth:`touch_memories` changes only the access counters, which no trigger watches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ledger import postgres_text as fts
+from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
+from palace_retrievers.memories import Memory, MemoryEvent
+
+if TYPE_CHECKING:
+    import psycopg
+
+    Connection = psycopg.Connection[Any]
+
+_COLUMNS = (
+    "id, text, kind, importance, tags, user_id, agent_id, session_id, wing, room, "
+    "source_ids, slot, origin, created_at, updated_at, last_accessed, access_count, "
+    "expires_at, status, superseded_by, status_at, metadata"
+)
+_WRITTEN = f"{_COLUMNS}, ts, embedding, embedding_model, words, grams"
+#: Tables holding owned records, with the key :meth:`forget_user` counts them under.
+_OWNED = (
+    ("drawers", "drawers"),
+    ("closets", "closets"),
+    ("memories", "memories"),
+    ("memory_history", "history"),
+    ("triples", "triples"),
+    ("entities", "entities"),
+)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(UTC)
+
+
+def _owner(user_id: str | None) -> str:
+    return user_id or ""
+
+
+def _statuses(statuses: Sequence[str] | None, column: str = "status") -> tuple[str, list[Any]]:
+    if statuses is None:
+        return "TRUE", []
+    return f"{column} = ANY(%s)", [list(statuses)]
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    created = row[13].astimezone(UTC)
+    return Memory(
+        id=row[0],
+        text=row[1],
+        kind=row[2],
+        importance=float(row[3]),
+        tags=tuple(json.loads(row[4])),
+        user_id=row[5] or None,
+        agent_id=row[6],
+        session_id=row[7],
+        wing=row[8],
+        room=row[9],
+        source_ids=tuple(json.loads(row[10])),
+        slot=row[11],
+        origin=row[12],
+        created_at=created,
+        updated_at=_utc(row[14]) or created,
+        last_accessed=_utc(row[15]),
+        access_count=int(row[16]),
+        expires_at=_utc(row[17]),
+        status=row[18],
+        superseded_by=row[19],
+        status_at=_utc(row[20]) or created,
+        metadata=json.loads(row[21]),
+    )
+
+
+def _event(row: Sequence[Any]) -> MemoryEvent:
+    return MemoryEvent(
+        seq=int(row[0]),
+        memory_id=row[1],
+        user_id=row[2] or None,
+        event=row[3],
+        old_text=row[4],
+        new_text=row[5],
+        old_status=row[6],
+        new_status=row[7],
+        at=row[8].astimezone(UTC),
+        detail=json.loads(row[9]),
+    )
+
+
+def _optional(text: str | None) -> str | None:
+    return None if text is None else fts.clean(text)
+
+
+class PostgresMemoryStore(MemoryStore):
+    """The :class:`MemoryStore` part of the PostgreSQL ledger."""
+
+    if TYPE_CHECKING:
+        # Provided by PostgresLedger, the class this is mixed into.
+        def _write(self, *, bump: bool = True) -> AbstractContextManager[Connection]: ...
+
+        def _read(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+        def _ranked(
+            self, table: str, query: str, condition: str, params: list[Any], limit: int
+        ) -> list[tuple[str, float]]: ...
+
+    # -- writing ------------------------------------------------------------------------
+
+    @staticmethod
+    def _append_events(conn: Connection, events: Sequence[MemoryEvent]) -> None:
+        if not events:
+            return
+        with conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO memory_history (memory_id, user_id, event, old_text, new_text, "
+                "old_status, new_status, at, detail) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        e.memory_id,
+                        _owner(e.user_id),
+                        e.event,
+                        _optional(e.old_text),
+                        _optional(e.new_text),
+                        e.old_status,
+                        e.new_status,
+                        e.at,
+                        json.dumps(dict(e.detail), ensure_ascii=False, sort_keys=True),
+                    )
+                    for e in events
+                ],
+            )
+
+    def save_memories(
+        self,
+        memories: Sequence[Memory],
+        *,
+        vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
+        model: str | None = None,
+        events: Sequence[MemoryEvent] = (),
+    ) -> None:
+        vectors = vectors or {}
+        rows = []
+        for m in memories:
+            vector = vectors.get(m.id)
+            text = fts.clean(m.text)
+            words, grams = fts.document(text)
+            rows.append(
+                (
+                    m.id,
+                    text,
+                    m.kind,
+                    float(m.importance),
+                    json.dumps(list(m.tags), ensure_ascii=False),
+                    _owner(m.user_id),
+                    m.agent_id,
+                    m.session_id,
+                    m.wing,
+                    m.room,
+                    json.dumps(list(m.source_ids), ensure_ascii=False),
+                    m.slot,
+                    m.origin,
+                    m.created_at,
+                    m.updated_at,
+                    m.last_accessed,
+                    m.access_count,
+                    m.expires_at,
+                    m.status,
+                    m.superseded_by,
+                    m.status_at,
+                    json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
+                    m.created_at.timestamp(),
+                    None if vector is None else np.asarray(vector, dtype="<f4").tobytes(),
+                    None if vector is None else model,
+                    words,
+                    grams,
+                )
+            )
+        columns = [c.strip() for c in _WRITTEN.split(",")]
+        kept = {"embedding", "embedding_model"}
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[1:] if c not in kept)
+        with self._write() as conn:
+            if rows:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        f"INSERT INTO memories ({_WRITTEN}) VALUES ("
+                        + ", ".join(["%s"] * (len(columns) - 2))
+                        + ", %s::tsvector, %s::tsvector) "
+                        f"ON CONFLICT (id) DO UPDATE SET {updates}, "
+                        "embedding = coalesce(EXCLUDED.embedding, memories.embedding), "
+                        "embedding_model = coalesce(EXCLUDED.embedding_model, "
+                        "memories.embedding_model)",
+                        rows,
+                    )
+            self._append_events(conn, events)
+
+    def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
+        if not ids:
+            return
+        with self._write(bump=False) as conn:
+            conn.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed = %s "
+                "WHERE id = ANY(%s)",
+                (at, list(set(ids))),
+            )
+
+    def delete_memories(self, ids: Sequence[str], *, events: Sequence[MemoryEvent] = ()) -> int:
+        with self._write() as conn:
+            deleted = conn.execute(
+                "DELETE FROM memories WHERE id = ANY(%s)", (list(set(ids)),)
+            ).rowcount
+            self._append_events(conn, events)
+        return deleted
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get_memories(self, ids: Sequence[str]) -> list[Memory]:
+        rows = self._read(f"SELECT {_COLUMNS} FROM memories WHERE id = ANY(%s)", (list(set(ids)),))
+        found = {row[0]: _memory(row) for row in rows}
+        return [found[i] for i in ids if i in found]
+
+    def list_memories(
+        self,
+        *,
+        user_id: str | None,
+        kind: str | None = None,
+        statuses: Sequence[str] | None = ("active",),
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        condition, params = _statuses(statuses)
+        sql = f"SELECT {_COLUMNS} FROM memories WHERE user_id = %s AND {condition}"
+        args: list[Any] = [_owner(user_id), *params]
+        if kind is not None:
+            sql += " AND kind = %s"
+            args.append(kind)
+        sql += " ORDER BY created_at DESC, id LIMIT %s OFFSET %s"
+        args += [limit, max(offset, 0)]
+        return [_memory(row) for row in self._read(sql, args)]
+
+    def iter_memories(self, *, batch_size: int = 256) -> Iterator[list[Memory]]:
+        last = 0
+        while rows := self._read(
+            f"SELECT seq, {_COLUMNS} FROM memories WHERE seq > %s ORDER BY seq LIMIT %s",
+            (last, batch_size),
+        ):
+            last = rows[-1][0]
+            yield [_memory(row[1:]) for row in rows]
+
+    def count_memories(self, *, user_id: str | None = None) -> dict[str, int]:
+        if user_id is None:
+            rows = self._read("SELECT status, count(*) FROM memories GROUP BY status")
+        else:
+            rows = self._read(
+                "SELECT status, count(*) FROM memories WHERE user_id = %s GROUP BY status",
+                (_owner(user_id),),
+            )
+        return {status: int(count) for status, count in rows}
+
+    def memory_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        rows = self._read(
+            "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND embedding IS NOT NULL",
+            (list(set(ids)),),
+        )
+        return {i: np.frombuffer(blob, dtype="<f4").astype(np.float32) for i, blob in rows}
+
+    def nearest_memories(
+        self,
+        vector: npt.NDArray[np.float32],
+        *,
+        user_id: str | None,
+        kind: str | None = None,
+        statuses: Sequence[str] = CURRENT,
+        limit: int = 10,
+        min_similarity: float = -1.0,
+    ) -> list[tuple[Memory, float]]:
+        condition, params = _statuses(statuses)
+        sql = (
+            f"SELECT id, embedding FROM memories WHERE user_id = %s AND {condition} "
+            "AND embedding IS NOT NULL"
+        )
+        args: list[Any] = [_owner(user_id), *params]
+        if kind is not None:
+            sql += " AND kind = %s"
+            args.append(kind)
+        rows = self._read(sql, args)
+        if not rows or limit <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        rows = [r for r in rows if len(r[1]) == 4 * query.shape[0]]
+        if not rows:
+            return []  # vectors of another model: reindex re-embeds them
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        sims = matrix.astype(np.float32) @ query
+        ranked = sorted(
+            ((float(s), r[0]) for s, r in zip(sims, rows, strict=True) if s >= min_similarity),
+            key=lambda pair: (-pair[0], pair[1]),
+        )[:limit]
+        found = {m.id: m for m in self.get_memories([i for _, i in ranked])}
+        return [(found[i], s) for s, i in ranked if i in found]
+
+    def slot_memories(
+        self, slot: str, *, user_id: str | None, statuses: Sequence[str] = CURRENT
+    ) -> list[Memory]:
+        condition, params = _statuses(statuses)
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM memories WHERE user_id = %s AND slot = %s "
+            f"AND {condition} ORDER BY created_at, id",
+            [_owner(user_id), slot, *params],
+        )
+        return [_memory(row) for row in rows]
+
+    def lexical_memories(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        statuses: Sequence[str] = ("active",),
+        limit: int = 50,
+    ) -> list[tuple[str, float]]:
+        condition, params = _statuses(statuses, "d.status")
+        return self._ranked(
+            "memories", query, f"d.user_id = %s AND {condition}", [_owner(user_id), *params], limit
+        )
+
+    def predecessors(self, ids: Sequence[str]) -> dict[str, list[Memory]]:
+        out: dict[str, list[Memory]] = {}
+        for row in self._read(
+            f"SELECT {_COLUMNS} FROM memories WHERE superseded_by = ANY(%s) "
+            "ORDER BY created_at, id",
+            (list(set(ids)),),
+        ):
+            memory = _memory(row)
+            assert memory.superseded_by is not None
+            out.setdefault(memory.superseded_by, []).append(memory)
+        return out
+
+    def memory_history(self, memory_id: str) -> list[MemoryEvent]:
+        rows = self._read(
+            "SELECT seq, memory_id, user_id, event, old_text, new_text, old_status, "
+            "new_status, at, detail FROM memory_history WHERE memory_id = %s ORDER BY seq",
+            (memory_id,),
+        )
+        return [_event(row) for row in rows]
+
+    def gc_candidates(
+        self,
+        *,
+        now: datetime,
+        superseded_before: datetime,
+        unused_before: datetime,
+        unused_importance: float,
+    ) -> dict[str, list[Memory]]:
+        queries: tuple[tuple[str, str, list[Any]], ...] = (
+            (
+                "expired",
+                "status <> 'archived' AND expires_at IS NOT NULL AND expires_at <= %s",
+                [now],
+            ),
+            ("superseded", "status = 'superseded' AND status_at <= %s", [superseded_before]),
+            (
+                "unused",
+                "status IN ('active', 'pending') AND importance < %s "
+                "AND greatest(updated_at, coalesce(last_accessed, updated_at)) <= %s",
+                [unused_importance, unused_before],
+            ),
+        )
+        out: dict[str, list[Memory]] = {}
+        seen: set[str] = set()
+        for reason, condition, params in queries:
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM memories WHERE {condition} ORDER BY created_at, id",
+                params,
+            )
+            found = [m for m in map(_memory, rows) if m.id not in seen]
+            seen.update(m.id for m in found)
+            if found:
+                out[reason] = found
+        return out
+
+    # -- per user -----------------------------------------------------------------------
+
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        if not isinstance(user_id, str) or not user_id:
+            raise InvalidQueryError("forget needs a user_id: unowned records are nobody's")
+        counts: dict[str, int] = {}
+        with self._write() as conn:
+            # Sources all of whose drawers are the user's (a source shared with another
+            # owner is kept, with the other owner's drawers).
+            sources = conn.execute(
+                "SELECT DISTINCT wing, source_key FROM drawers d WHERE user_id = %s "
+                "AND source_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM drawers o "
+                "WHERE o.wing = d.wing AND o.source_key = d.source_key AND o.user_id <> %s)",
+                (user_id, user_id),
+            ).fetchall()
+            closets = conn.execute("DELETE FROM closets WHERE user_id = %s", (user_id,)).rowcount
+            counts["drawers"] = conn.execute(
+                "DELETE FROM drawers WHERE user_id = %s", (user_id,)
+            ).rowcount
+            counts["sources"] = 0
+            if sources:
+                counts["sources"] = conn.execute(
+                    "DELETE FROM sources s USING unnest(%s::text[], %s::text[]) AS g(wing, key) "
+                    "WHERE s.wing = g.wing AND s.source_key = g.key",
+                    ([w for w, _ in sources], [k for _, k in sources]),
+                ).rowcount
+            orphans = conn.execute(
+                "DELETE FROM closets c WHERE NOT EXISTS "
+                "(SELECT 1 FROM closet_drawers l WHERE l.closet_id = c.id)"
+            ).rowcount
+            counts["closets"] = closets + orphans
+            for table, key in _OWNED[2:]:
+                counts[key] = conn.execute(
+                    f"DELETE FROM {table} WHERE user_id = %s", (user_id,)
+                ).rowcount
+        return counts
+
+    def user_rows(self, user_id: str | None) -> dict[str, int]:
+        counts = ", ".join(
+            f"(SELECT count(*) FROM {table} WHERE user_id = %s)" for table, _ in _OWNED
+        )
+        ((*row,),) = self._read(f"SELECT {counts}", [_owner(user_id)] * len(_OWNED))
+        return {key: int(count) for (_, key), count in zip(_OWNED, row, strict=True)}
+
+    def wing_counts(self, *, user_id: str | None) -> dict[str, dict[str, int]]:
+        wings: dict[str, dict[str, int]] = {}
+        for wing, room, count in self._read(
+            "SELECT wing, room, count(*) FROM drawers WHERE user_id = %s "
+            "GROUP BY wing, room ORDER BY wing, room",
+            (_owner(user_id),),
+        ):
+            wings.setdefault(wing, {})[room] = int(count)
+        return wings
