@@ -21,7 +21,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.wording import Token, line, tokens, words
+from palace_retrievers.wording import Token, clean, line, tokens, words
 
 #: The predicates a statement can carry; each holds one value at a time per subject.
 PREDICATES = frozenset(
@@ -337,17 +337,118 @@ def same_slot(a: Statement, b: Statement) -> bool:
     are set aside); ``my sister`` and ``my brother`` are not, nor is anything whose owner
     differs (``my birthday``, ``my sister birthday``).
     """
-    if a.predicate != b.predicate:
+    return slots_match(a.slot, b.slot)
+
+
+def slots_match(a: str, b: str) -> bool:
+    """:func:`same_slot` for two ``subject|predicate`` keys."""
+    subject_a, _, predicate_a = a.rpartition("|")
+    subject_b, _, predicate_b = b.rpartition("|")
+    if predicate_a != predicate_b:
         return False
-    if a.subject == b.subject:
+    if subject_a == subject_b:
         return True
-    if "my" in a.subject.split() + b.subject.split() or re.search(
-        "[我你他她]", a.subject + b.subject
+    if "my" in subject_a.split() + subject_b.split() or re.search(
+        "[我你他她]", subject_a + subject_b
     ):
         return False  # whose it is matters: "my birthday" is not "my sister birthday"
-    wa = [w for w in a.subject.split() if w not in _GENERIC_MODIFIERS] or a.subject.split()
-    wb = [w for w in b.subject.split() if w not in _GENERIC_MODIFIERS] or b.subject.split()
+    wa = [w for w in subject_a.split() if w not in _GENERIC_MODIFIERS] or subject_a.split()
+    wb = [w for w in subject_b.split() if w not in _GENERIC_MODIFIERS] or subject_b.split()
     if not wa or not wb or wa[-1] != wb[-1]:
         return False
     short, long = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
     return set(short) <= set(long)
+
+
+# -- questions ------------------------------------------------------------------------------
+
+_Q_WHERE_LIVE = re.compile(
+    r"^(?:where|which (?:city|town|country)|what (?:city|town|country))\b.*\b(?:i|we)\b.*"
+    r"\b(?:live|living|lived|based|reside)\b|^where is home\b|^where am i based\b"
+)
+_Q_WHERE_WORK = re.compile(
+    r"^(?:where|which (?:company|employer|firm)|what (?:company|employer|firm)|who)\b.*"
+    r"\bi\b.*\b(?:work|working|worked|employed)\b(?! as)|^who is my employer\b"
+)
+_Q_JOB = re.compile(
+    r"^what (?:do|did) i (?:do for a living|do for work|work as)\b|^what is my (?:job|role|"
+    r"job title|title|position|profession|occupation)\b|^what (?:is|was) my job\b"
+)
+_Q_FAVOURITE = re.compile(
+    r"^(?:what|which|who) (?:is|was) my (?P<adj>favourite|favorite|preferred|default) "
+    r"(?P<x>[a-z][a-z ]{0,24}?)$|^which (?P<x2>[a-z][a-z ]{0,24}?) do i like best$"
+)
+_Q_USES = re.compile(
+    r"^(?:what|which) (?:[a-z]+ )?(?:do|did) we use for (?:our )?(?P<p>[a-z][a-z ]{0,30}?)$"
+    r"|^what (?:does|did) (?:our )?(?P<p2>[a-z][a-z ]{0,30}?) run on$"
+)
+_Q_WHEN = re.compile(
+    r"^(?:what time|when|what day|which day) (?:is|was|are|were) (?:our )?"
+    r"(?P<s>[a-z][a-z0-9 ]{0,30}?)(?: due| scheduled| held)?$"
+)
+_Q_WHO = re.compile(r"^who (?:is|was) my (?P<x>[a-z][a-z ]{0,24}?)$")
+_Q_MINE = re.compile(r"^what (?:is|was) my (?P<x>[a-z][a-z ]{0,24}?)$")
+_Q_HOLDER = re.compile(r"^who (?:is|was) (?:our )?(?P<x>" + _ROLES + r")$")
+_Q_ZH = (
+    ("i|lives_in", re.compile(r"^我(?:以前)?住(?:在)?(?:哪|什么地方)|^我(?:的)?家在哪")),
+    ("i|works_at", re.compile(r"^我(?:以前)?在哪(?:里|儿)?(?:工作|上班)|^我的公司是")),
+    ("i|works_as", re.compile(r"^我(?:的)?(?:工作|职业)是什么|^我是做什么的")),
+)
+_Q_ZH_FAVOURITE = re.compile(r"^我(?:以前)?最喜欢的(?P<x>\S{1,8}?)是(?:什么|谁|哪个)")
+_Q_ZH_MINE = re.compile(r"^我的(?P<x>\S{1,8}?)是(?:什么|谁|多少)")
+_Q_ZH_WHEN = re.compile(r"^(?P<s>\S{1,10}?)(?:以前)?(?:是|在)?(?:什么时候|几点|哪天)")
+
+
+def question_slots(question: str) -> tuple[str, ...]:
+    """The slots a question asks about: ``"Where do I live?"`` → ``("i|lives_in",)``.
+
+    A recall stage can use them to find the memory that holds the answer even when it is
+    worded unlike the question ("I moved to Porto" for "Where do I live?"). ``()`` when
+    the question names no slot. Match a slot with :func:`slots_match`.
+
+    >>> question_slots("Which database do we use for the orders database?")
+    ('order database|uses',)
+    >>> question_slots("我最喜欢的水果是什么？")
+    ('i|favourite_水果',)
+    """
+    line = clean(tokens(question)).strip()
+    if not line:
+        return ()
+    if _Q_WHERE_LIVE.search(line):
+        return ("i|lives_in",)
+    if _Q_JOB.search(line):
+        return ("i|works_as",)
+    if _Q_WHERE_WORK.search(line):
+        return ("i|works_at",)
+    match = _Q_FAVOURITE.match(line)
+    if match:
+        adj = "default" if match.group("adj") == "default" else "favourite"
+        noun = _subject(match.group("x") or match.group("x2")).replace(" ", "_")
+        return (f"i|{adj}_{noun}",)
+    match = _Q_USES.match(line)
+    if match:
+        return (f"{_subject(match.group('p') or match.group('p2'))}|uses",)
+    match = _Q_WHEN.match(line)
+    if match:
+        subject = _subject(_GENERIC_SUBJECT.sub(" ", match.group("s")))
+        return (f"{subject}|time", f"{subject}|date") if subject else ()
+    match = _Q_WHO.match(line) or _Q_MINE.match(line)
+    if match:
+        return (f"i|{_subject(match.group('x')).replace(' ', '_')}",)
+    match = _Q_HOLDER.match(line)
+    if match:
+        return (f"{_subject(match.group('x'))}|holder",)
+    for slot, pattern in _Q_ZH:
+        if pattern.search(line):
+            return (slot,)
+    match = _Q_ZH_FAVOURITE.match(line)
+    if match:
+        return (f"i|favourite_{_subject(match.group('x'))}",)
+    match = _Q_ZH_MINE.match(line)
+    if match:
+        return (f"i|{_subject(match.group('x'))}",)
+    match = _Q_ZH_WHEN.match(line)
+    if match:
+        subject = _subject(_GENERIC_SUBJECT.sub("", match.group("s")))
+        return (f"{subject}|time", f"{subject}|date") if subject else ()
+    return ()

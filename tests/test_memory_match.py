@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.errors import InvalidQueryError, PalaceError
 from palace_retrievers.memory_match import VERDICTS, Match, compare, slot_of
-from palace_retrievers.slots import parse
+from palace_retrievers.slots import parse, question_slots, slots_match
 from palace_retrievers.wording import tokens
 
 PAIRS = Path(__file__).parents[1] / "benchmarks" / "data"
@@ -268,3 +268,32 @@ def test_compare_never_fails_and_answers_a_verdict(old: str, new: str, similarit
 @given(text=_TEXT, similarity=st.floats(-1.0, 1.0))
 def test_a_text_duplicates_itself(text: str, similarity: float) -> None:
     assert compare(text, text, similarity=similarity).verdict == "duplicate"
+
+
+@pytest.mark.parametrize(
+    ("question", "slots"),
+    [
+        ("Where do I live?", ("i|lives_in",)),
+        ("Which city did I live in?", ("i|lives_in",)),
+        ("Where do I work?", ("i|works_at",)),
+        ("What do I work as?", ("i|works_as",)),
+        ("What is my favourite editor?", ("i|favourite_editor",)),
+        ("Which database do we use for the orders database?", ("order database|uses",)),
+        ("When is standup?", ("standup|time", "standup|date")),
+        ("Who is my manager?", ("i|manager",)),
+        ("Who is the project lead?", ("project lead|holder",)),
+        ("我住在哪里？", ("i|lives_in",)),
+        ("我最喜欢的水果是什么？", ("i|favourite_水果",)),
+        ("周会是什么时候？", ("周会|time", "周会|date")),
+        ("How are you?", ()),
+    ],
+)
+def test_question_slots(question: str, slots: tuple[str, ...]) -> None:
+    assert question_slots(question) == slots
+
+
+def test_a_questions_slot_finds_the_memory_that_answers_it() -> None:
+    # The memory is worded unlike the question; the slot joins them.
+    assert slot_of("I moved to Porto") == question_slots("Where do I live?")[0]
+    assert slots_match(question_slots("When is standup?")[0], slot_of("The team standup is at 9am"))
+    assert not slots_match("my birthday|date", "my sister birthday|date")

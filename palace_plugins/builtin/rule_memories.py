@@ -131,6 +131,13 @@ _DECIDED = re.compile(
 )
 
 
+def _slot_kind(predicate: str) -> str:
+    """The memory kind of a statement by its predicate: a favourite is a preference, ..."""
+    if predicate.startswith(("favourite_", "default_", "prefers:")):
+        return "preference"
+    return "event" if predicate in ("time", "date") else "fact"
+
+
 def _sentences(text: str) -> Iterator[str]:
     """Sentences, and the clauses of a sentence that each have their own subject."""
     for match in _SENTENCE.finditer(text):
@@ -260,11 +267,15 @@ class RuleMemoryExtractor(MemoryExtractor):
             kind, importance = "event", max(importance, 0.7)
         elif _FACT.match(text):
             importance = max(importance, 0.7)
+        statement = _statement(text)
+        if importance == 0.0 and statement is not None and statement.predicate != "is":
+            # Any other single-valued statement the slot patterns recognise ("Standup
+            # moved to 10am", "Rui is my manager now", "周会改到周二上午10点了").
+            kind, importance = _slot_kind(statement.predicate), 0.7
         if importance == 0.0:
             return None
         if not explicit and len(tokens(text)) < 3:
             return None  # "I use it", "we decided": nothing to carry to another session
-        statement = _statement(text)
         date = drawer.content_date
         triple = triple_of(statement, date) if statement else None
         return Candidate(
