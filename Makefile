@@ -14,7 +14,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install test lint demo clean
+.PHONY: install test test-slow lint demo clean
 
 # The integrations install from their own folders, as their users install them, in the
 # same pip call as the engine so that their dependency on palace-retrievers is this tree.
@@ -41,6 +41,12 @@ test: lint
 	$(BIN)/python -m pytest -q
 	for dir in $(INTEGRATIONS); do $(BIN)/python -m pytest -q $$dir || exit 1; done
 	$(BIN)/python -m pytest -q --nbmake notebooks
+
+# What takes minutes, left out of `make test`: the tests marked `long` (a mine killed at 20
+# random points...), then the property and fuzz tests again with 5 times their examples.
+test-slow: install
+	$(BIN)/python -m pytest -q -m long
+	PALACE_HYPOTHESIS_EXAMPLES=5 $(BIN)/python -m pytest -q tests/test_properties.py tests/test_fuzz_sources.py
 
 demo: install
 	$(BIN)/python examples/demo.py
