@@ -1,0 +1,91 @@
+"""A palace whose ledger is in PostgreSQL, opened the way ``Palace.open`` opens one.
+
+Used by the end-to-end tests of the PostgreSQL ledger, in the test process and in child
+processes (``python tests/pg_palace.py ...``), which stand for other machines sharing the
+palace: each has a folder of its own (its ``palace.toml``, its writer lock) and the same
+PostgreSQL schema.
+
+``open_postgres_palace`` builds the palace from its parts with
+:func:`~palace_retrievers.ledger.open_ledger.open_ledger`, as ``Palace.open`` does once
+``ledger = "postgres"`` is wired into the configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from palace_plugins.manager import PluginManager
+from palace_retrievers import Palace
+from palace_retrievers import config as config_module
+from palace_retrievers.embedder import Embedder
+from palace_retrievers.indexes import IndexSet
+from palace_retrievers.ledger.open_ledger import open_ledger
+
+
+def open_postgres_palace(
+    path: Path,
+    *,
+    url: str,
+    schema: str,
+    embedder: Embedder,
+    backend: str = "sqlite",
+    backend_options: dict[str, Any] | None = None,
+    plugins: tuple[object, ...] = (),
+) -> Palace:
+    """The palace in folder ``path`` with its ledger in ``schema`` at ``url``."""
+    path.mkdir(parents=True, exist_ok=True)
+    overrides: dict[str, Any] = {"backend": backend, "embedder": "fake"}
+    if backend_options:
+        overrides["backends"] = {backend: backend_options}
+    config = config_module.load(path, overrides=overrides)
+    manager = PluginManager(plugins=plugins)
+    ledger = open_ledger(path, "postgres", {"url": url, "schema": schema})
+    try:
+        indexes = IndexSet(
+            backend=backend,
+            factory=manager.backend(backend),
+            fallback=manager.backend("sqlite"),
+            palace_dir=path,
+            ledger=ledger,
+            dimension=embedder.dimension,
+            options=config.backend_options(),
+        )
+    except BaseException:
+        ledger.close()
+        raise
+    return Palace(
+        path=path,
+        config=config,
+        ledger=ledger,
+        embedder=embedder,
+        plugins=manager,
+        indexes=indexes,
+    )
+
+
+def _child(arguments: dict[str, Any]) -> None:
+    """A second process: open the shared palace with the FAKE embedder, write, report."""
+    from fakes import FAKE_PLUGIN, HashingEmbedder
+
+    palace = open_postgres_palace(
+        Path(arguments["path"]),
+        url=arguments["url"],
+        schema=arguments["schema"],
+        embedder=HashingEmbedder(),
+        backend=arguments["backend"],
+        backend_options=arguments.get("backend_options"),
+        plugins=(FAKE_PLUGIN,),
+    )
+    with palace:
+        ids = palace.add_texts(arguments["texts"], wing="shared", user_id="u1")
+        remembered = palace.remember(arguments["memory"], kind="decision", user_id="u1")
+        palace.kg.add("project", "uses", "PostgreSQL 16", user_id="u1")
+        seen = [h.id for h in palace.search(arguments["query"], k=20, user_id="u1")]
+    print(json.dumps({"ids": ids, "memory": remembered.memory.id, "seen": seen}))
+
+
+if __name__ == "__main__":
+    _child(json.loads(sys.argv[1]))
