@@ -120,9 +120,19 @@ def services(names: list[str], pg_url: str | None) -> Iterator[dict[str, dict[st
         if "pgvector" in names:
             if pg_url is None:
                 import pgserver
+                import psycopg
 
                 server = pgserver.get_server(root / "pg", cleanup_mode="delete")
                 stack.callback(server.cleanup)
+                # PostgreSQL's default 128 MB of shared buffers holds neither a 100,000-row
+                # table of 384-d vectors nor its HNSW index; any server sized for the data
+                # would have more. Restart with 1 GB.
+                with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+                    conn.execute("ALTER SYSTEM SET shared_buffers = '1GB'")
+                pgserver.pg_ctl(
+                    ["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user
+                )
+                server.ensure_postgres_running()
                 pg_url = server.get_uri()
             options["pgvector"] = {"url": pg_url}
         if "chroma-server" in names:

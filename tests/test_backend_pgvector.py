@@ -49,13 +49,14 @@ class TestPgvectorBackend(BackendTests):
 
 
 class TestPgvectorBackendThroughHNSW(BackendTests):
-    """``index_after = 0``: the HNSW index exists from the start and serves the queries."""
+    """``index_after = 0``, ``exact_below = 0``: the HNSW index exists from the start and
+    serves every query (an exact scan only when it finds fewer than k)."""
 
     batch_size = 1000  # rows are linked into the graph one by one: slower than a bulk load
 
     @pytest.fixture
     def index_factory(self, postgres: PostgresService) -> IndexFactory:
-        return with_url(postgres.url, index_after=0)
+        return with_url(postgres.url, index_after=0, exact_below=0)
 
 
 def _context(tmp_path: Path, ledger: Ledger, **options: Any) -> BackendContext:
@@ -173,11 +174,13 @@ def test_approximate_results_agree_with_the_exact_scan(
     postgres: PostgresService, tmp_path: Path, ledger: Ledger
 ) -> None:
     """Through the HNSW index (2,000 rows), top 10 with and without filters: recall ≥ 0.95,
-    and a selective filter whose rows the HNSW candidates miss still gets k results."""
+    and a selective filter (10 rows: below ``exact_below``) gets the exact answer."""
     from palace_plugins.testing import brute_force, synthetic_vectors
 
     index = PgvectorIndex(
-        _context(tmp_path, ledger, url=postgres.url, namespace="recall", index_after=500)
+        _context(
+            tmp_path, ledger, url=postgres.url, namespace="recall", index_after=500, exact_below=50
+        )
     )
     try:
         stored = entries(1990, seed=3, wing="big") + entries(10, seed=4, wing="small")
