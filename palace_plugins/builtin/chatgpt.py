@@ -182,6 +182,10 @@ def _export_text(path: Path) -> tuple[str, Path]:
     """The text of ``conversations.json`` and the file it came from."""
     if path.is_dir():
         file = path / EXPORT_FILE
+        if file.is_symlink():  # a folder's contents are read, never what they link to
+            raise SourceError(
+                f"{file} is a symlink: not followed out of {path}; mine the file it points to"
+            )
         if not file.is_file():
             raise SourceError(f"no {EXPORT_FILE} in {path}: not a ChatGPT export folder")
         return decode(read_bytes(file)), file

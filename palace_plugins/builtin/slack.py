@@ -19,7 +19,9 @@ name; for a user it does not list, the message's own ``user_profile``; a bot's
 ``#name``, links ``label (url)``, and Slack's ``&lt; &gt; &amp;`` are unescaped. A shared
 file is a note ``[file] name``. Joins, leaves, pins and deleted-message stubs are dropped.
 Times come from each message's ``ts`` (epoch seconds, stored as UTC); the ``ts`` is the
-message id. A day file damaged part-way keeps the messages before the damage.
+message id. A day file damaged part-way keeps the messages before the damage. Symlinks
+inside the export (a channel folder, a day file, ``users.json``) are not followed: they are
+noted and skipped, so that mining an export never reads outside it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ NOISE_SUBTYPES = frozenset(
         "tombstone",
     }
 )
+NOT_FOLLOWED = "a symlink: not followed, so that nothing outside the export is read"
 PAUSE = timedelta(hours=1)
 """A longer pause between two messages outside threads starts a new group."""
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
@@ -100,6 +103,9 @@ def _user_name(user: Mapping[str, Any]) -> str | None:
 
 
 def _load_list(file: Path, problems: Problems) -> list[Any]:
+    if file.is_symlink():
+        problems.add(str(file), NOT_FOLLOWED)
+        return []
     if not file.is_file():
         return []
     try:
@@ -278,15 +284,27 @@ class SlackSource(Source):
         path = path.resolve()
         if not path.is_dir():
             raise SourceError(f"{path} is not a folder: unzip the Slack export and mine its folder")
-        folders = [d for d in sorted(path.iterdir()) if d.is_dir() and not d.name.startswith(".")]
-        days = [(d, f) for d in folders for f in sorted(d.iterdir()) if _DAY.fullmatch(f.name)]
+        problems = Problems()
+        days: list[tuple[Path, Path]] = []
+        for folder in sorted(path.iterdir()):
+            if folder.name.startswith(".") or not folder.is_dir():
+                continue
+            if folder.is_symlink():
+                problems.add(str(folder), NOT_FOLLOWED)
+                continue
+            for file in sorted(folder.iterdir()):
+                if not _DAY.fullmatch(file.name):
+                    continue
+                if file.is_symlink() or not file.is_file():
+                    problems.add(str(file), NOT_FOLLOWED if file.is_symlink() else "not a file")
+                else:
+                    days.append((folder, file))
         listed = [name for name in ("users.json", *CHANNEL_LISTS) if (path / name).is_file()]
         if not days and not listed:
             raise SourceError(
                 f"{path} is not a Slack export: no users.json, channels.json or "
                 "channel folders of YYYY-MM-DD.json files"
             )
-        problems = Problems()
         names = directory(path, problems)
         if not days:
             problems.add(str(path), "empty Slack export: no channel messages")
