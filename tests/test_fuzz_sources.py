@@ -557,3 +557,40 @@ def test_auto_on_any_single_file(
     if refused is not None:
         assert str(refused).strip()
         assert "\n" not in str(refused)
+
+
+def test_huge_strings_are_mined_or_cut_short(
+    palace: Palace, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A 600,000-character message is filed whole (in chunks); a 5 MB tool output becomes
+    a short note; a record between them with a 5,000-digit number is reported."""
+    folder = workdir(tmp_path_factory)
+    word, tail = marker(), marker()
+    chat = folder / "huge.jsonl"
+    chat.write_text(
+        json.dumps({"speaker": "user", "text": f"{word} " + "lorem ipsum " * 50_000 + tail})
+        + '\n{"speaker": "user", "text": ' + "7" * 5000 + "}\n"
+        + json.dumps({"speaker": "assistant", "text": "short reply"}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    texts, skipped = mine(palace, "text", chat)
+    joined = "".join(texts)
+    assert word in joined
+    assert tail in joined
+    assert joined.count("lorem ipsum") >= 50_000
+    assert [s.location for s in skipped] == [f"{chat}:2"]
+
+    session = str(uuid.uuid4())
+    log = folder / f"{session}.jsonl"
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "x" * 5_000_000}
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cat big"}}
+    records = [
+        {"type": "user", "sessionId": session, "message": {"content": f"{word} run it"}},
+        {"type": "assistant", "sessionId": session, "message": {"content": [call]}},
+        {"type": "user", "sessionId": session, "message": {"content": [result]}},
+    ]
+    log.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    texts, skipped = mine(palace, "claude-code", log)
+    assert not skipped
+    assert sum(len(t) for t in texts) < 2_000
+    assert any(word in t and "[Bash] cat big" in t and "[Bash result]" in t for t in texts)
