@@ -232,7 +232,7 @@ class PostgresConnection:
             return self._version(conn)
 
     def _migrate(self, *, create: bool) -> None:
-        from psycopg import errors, sql
+        from psycopg import errors
 
         with self._connection() as conn:
             current = self._version(conn)
@@ -245,29 +245,42 @@ class PostgresConnection:
                 f"{_shown(self.options.url) or 'the default database'}"
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
-            try:
-                with self._write(bump=False) as conn:
-                    found = self._version(conn)
-                    self._refuse_newer(found)
-                    if found >= version:
-                        continue  # another process migrated it while this one waited
-                    if version == 1:
-                        conn.execute(
-                            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                                sql.Identifier(self.schema)
-                            )
-                        )
-                        conn.execute(
-                            "CREATE TABLE schema_version "
-                            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL)"
-                        )
-                    conn.execute(MIGRATIONS[version - 1])
-                    conn.execute("INSERT INTO schema_version VALUES (%s, now())", (version,))
-            except errors.DuplicateTable as exc:
-                raise SchemaError(
-                    f"schema {self.schema!r} already holds tables that are not a palace "
-                    f"ledger ({exc}); choose another [ledgers.postgres] schema"
-                ) from None
+            with self._connection() as conn:
+                # A session lock, taken before the transaction begins: a transaction that
+                # began earlier could still see the schema as it was before another
+                # process, which held the lock, created it.
+                conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_CLASS, self.schema))
+                try:
+                    with conn.transaction():
+                        self._migrate_to(conn, version)
+                except errors.DuplicateTable as exc:
+                    raise SchemaError(
+                        f"schema {self.schema!r} already holds tables that are not a palace "
+                        f"ledger ({exc}); choose another [ledgers.postgres] schema"
+                    ) from None
+                finally:
+                    conn.execute(
+                        "SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_CLASS, self.schema)
+                    )
+
+    def _migrate_to(self, conn: psycopg.Connection[Any], version: int) -> None:
+        """Apply migration ``version`` unless another process already has."""
+        from psycopg import sql
+
+        found = self._version(conn)
+        self._refuse_newer(found)
+        if found >= version:
+            return
+        if version == 1:
+            conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
+            conn.execute(
+                "CREATE TABLE schema_version "
+                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL)"
+            )
+        conn.execute(MIGRATIONS[version - 1])
+        conn.execute("INSERT INTO schema_version VALUES (%s, now())", (version,))
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
