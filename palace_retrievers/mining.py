@@ -77,18 +77,23 @@ def _storable_value(value: Any) -> Any:
     return value
 
 
-def _disk_full(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) says the disk is full."""
+def _disk_full(exc: BaseException) -> BaseException | None:
+    """The error in ``exc``'s chain (itself, its cause or context) saying the disk is full.
+
+    Looked for down the chain because the error raised last may be another one (SQLite
+    rolls a transaction back on ``SQLITE_FULL``, and the ``ROLLBACK`` that follows then
+    fails with "no transaction is active").
+    """
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in _FULL_ERRNOS:
-            return True
+            return current
         if any(words in str(current).lower() for words in _FULL_MESSAGES):
-            return True
+            return current
         current = current.__cause__ or current.__context__
-    return False
+    return None
 
 
 def _writing(what: str, call: Callable[[], _T]) -> _T:
@@ -96,10 +101,11 @@ def _writing(what: str, call: Callable[[], _T]) -> _T:
     try:
         return call()
     except Exception as exc:
-        if not _disk_full(exc):
+        full = _disk_full(exc)
+        if full is None:
             raise
         raise StorageFullError(
-            f"the disk is full: {what} could not be written ({type(exc).__name__}: {exc}); "
+            f"the disk is full: {what} could not be written ({type(full).__name__}: {full}); "
             "what was filed before is kept and nothing was filed half-way; free some space "
             "and mine again to go on from there"
         ) from exc

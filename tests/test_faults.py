@@ -422,6 +422,7 @@ def test_sqlite_running_out_of_room_mid_mine(finishes: Path, killing: dict[str, 
         assert isinstance(caught.value, PalaceError)
         message = str(caught.value)
         assert message.startswith("the disk is full")
+        assert "database or disk is full" in message  # SQLite's own words, not the rollback's
         assert "\n" not in message
         statuses = palace.stats().indexes
         assert all(s.ok and s.count == s.ledger_count for s in statuses), statuses
