@@ -341,3 +341,34 @@ def test_full_text_values(
     long_text = " ".join(["word"] * 20_000 + ["x" * 5000, "tail"])
     ledger.upsert_drawers([drawer("long", long_text)], vectors(1), model="m")
     assert [i for i, _ in ledger.lexical("tail", where=Filter(), limit=5)] == ["long"]
+
+
+def test_owners_and_keys_for_export(open_pg: Callable[..., PostgresLedger]) -> None:
+    from palace_retrievers.kg import Triple
+    from palace_retrievers.memories import Memory, MemoryEvent
+
+    ledger = open_pg()
+    ledger.upsert_drawers([drawer("a", "x"), drawer("b", "y", user_id="u2")], vectors(2), model="m")
+    at = Memory(id="m1", text="kept", user_id="u1").created_at
+    ledger.save_memories(
+        [Memory(id="m1", text="kept", user_id="u1"), Memory(id="m2", text="gone", user_id="u1")],
+        events=[MemoryEvent(memory_id="m2", event="add", at=at, user_id="u1")],
+    )
+    ledger.delete_memories(["m2"])
+    for subject in ("zed", "amy"):
+        ledger.add_triple(
+            Triple(
+                id="",
+                subject=subject,
+                predicate="likes",
+                object="tea",
+                user_id="u3",
+                subject_key=subject,
+                object_key="tea",
+            ),
+            single_valued=False,
+        )
+    owners, orphans, subjects = ledger.owners_and_keys()
+    assert owners == ["", "u1", "u2", "u3"]
+    assert orphans == {"u1": ["m2"]}
+    assert subjects == {"u3": ["amy", "zed"]}
