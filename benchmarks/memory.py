@@ -1,0 +1,657 @@
+"""Memories: is an update told from a duplicate, and does the palace stay right over time?
+
+Two parts, both with the real all-MiniLM-L6-v2; results are printed, never asserted.
+
+**pairs** — the labelled memory pairs of ``benchmarks/data`` (updates, duplicates and
+unrelated facts, English and Chinese, several phrasings each). Each pair's similarity is
+the cosine of the real embeddings; three deciders are scored on it:
+
+- *similarity, the usual recipe*: >= 0.92 duplicate, [0.85, 0.92) update, else new;
+- *similarity, best thresholds*: the two thresholds that maximise update F1 on that very
+  set (an oracle, and so an upper bound of what similarity alone can do);
+- ``compare()`` (:mod:`palace_retrievers.memory_match`) with its default thresholds.
+
+The sets: ``memory_pairs.jsonl`` (dev: the matcher was tuned on it), ``…_heldout``
+(its errors were looked at once), ``…_heldout2`` (blind at its first run, then looked at),
+``…_heldout3`` (written after the matcher was frozen: blind).
+
+**life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
+``--seed`` fixes everything) in which nine facts change three or four times each (city,
+employer, job, favourite editor, the orders database, the standup time, the manager, and
+in Chinese the weekly meeting time and a favourite fruit), restated now and then in other
+words, among chit-chat and distractors ("I visited Porto last summer", "My sister lives in
+Berlin"). The user's turns go through the ``rules`` extractor exactly as mining hands them
+over (an exchange rendered as ``user: …`` / ``assistant: …``), and each candidate is
+remembered with the session's date (``Palace.remember(now=…)``) and its triples filed with
+``palace.kg.add``. Questions:
+
+- *current value*, asked after sessions 50, 100, 150 and the last ("Where do I live?"):
+  right when the top hit of ``palace.search(q, k=1, memories=True)`` states the value of
+  that moment;
+- *as of a past date*, 20 dates a fact ("Where did I live?" at 2025-04-10): by the top hit
+  of ``palace.search(q, k=1, until=date)``, and by ``palace.kg.query(subject,
+  predicate=…, as_of=date)``.
+
+Four palaces: **drawers only** (every exchange a drawer, no memories), **memories with
+no supersede** (duplicate and supersede thresholds at 1.0, no structural matcher),
+**memories with the similarity recipe** (no structural matcher, 0.92/0.85), and
+**memories with compare()** (the default). The graph is the same in all four.
+
+Usage::
+
+    .venv/bin/python benchmarks/memory.py                 # both parts (about 10 minutes)
+    .venv/bin/python benchmarks/memory.py pairs           # a minute
+    .venv/bin/python benchmarks/memory.py life --sessions 200 --seed 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segments
+from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
+from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_retrievers import Palace, remembering, wording
+from palace_retrievers.embedder import Embedder
+from palace_retrievers.memory_match import compare
+from palace_retrievers.records import Drawer
+from palace_retrievers.slots import question_slots, slots_match
+from palace_retrievers.wording import tokens
+
+DATA = Path(__file__).resolve().parent / "data"
+SETS = {
+    "dev (tuned on)": "memory_pairs.jsonl",
+    "held-out 1 (seen)": "memory_pairs_heldout.jsonl",
+    "held-out 2 (seen)": "memory_pairs_heldout2.jsonl",
+    "held-out 3 (blind)": "memory_pairs_heldout3.jsonl",
+}
+START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
+
+
+def embedder() -> Embedder:
+    model = SentenceTransformerEmbedder(options={"batch_size": 256})
+    model.embed_documents(["warm up"])
+    return model
+
+
+# -- part (a): pairs ----------------------------------------------------------------------
+
+
+def load_pairs(name: str) -> list[dict[str, str]]:
+    with (DATA / name).open(encoding="utf-8") as stream:
+        return [json.loads(line) for line in stream if line.strip()]
+
+
+def similarities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[float]:
+    texts = sorted({t for p in pairs for t in (p["old"], p["new"])})
+    vectors = np.asarray(model.embed_documents(texts))
+    index = {t: i for i, t in enumerate(texts)}
+    return [float(vectors[index[p["old"]]] @ vectors[index[p["new"]]]) for p in pairs]
+
+
+def by_thresholds(sim: float, duplicate: float, supersede: float) -> str:
+    return "duplicate" if sim >= duplicate else "update" if sim >= supersede else "new"
+
+
+@dataclass
+class Score:
+    """Precision and recall of one verdict."""
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def score(labels: Sequence[str], verdicts: Sequence[str], verdict: str) -> Score:
+    s = Score()
+    for label, got in zip(labels, verdicts, strict=True):
+        s.tp += label == verdict == got
+        s.fp += got == verdict != label
+        s.fn += label == verdict != got
+    return s
+
+
+def best_thresholds(sims: Sequence[float], labels: Sequence[str]) -> tuple[float, float]:
+    grid = [round(x, 2) for x in np.arange(0.50, 1.001, 0.01)]
+    best = (-1.0, 0.92, 0.85)
+    for duplicate in grid:
+        for supersede in (g for g in grid if g <= duplicate):
+            got = [by_thresholds(s, duplicate, supersede) for s in sims]
+            f1 = score(labels, got, "update").f1
+            if f1 > best[0]:
+                best = (f1, duplicate, supersede)
+    return best[1], best[2]
+
+
+def run_pairs(model: Embedder) -> None:
+    print("## Memory pairs: update and duplicate detection (real all-MiniLM-L6-v2)\n")
+    header = (
+        "| set | pairs | decider | update P | update R | duplicate P | duplicate R | "
+        "accuracy |\n|---|---|---|---|---|---|---|---|"
+    )
+    print(header)
+    per_language: list[str] = []
+    for set_name, file_name in SETS.items():
+        pairs = load_pairs(file_name)
+        sims = similarities(model, pairs)
+        labels = [p["label"] for p in pairs]
+        duplicate, supersede = best_thresholds(sims, labels)
+        deciders: dict[str, Callable[[dict[str, str], float], str]] = {
+            "similarity 0.92/0.85": lambda p, s: by_thresholds(s, 0.92, 0.85),
+            f"similarity, best {duplicate:.2f}/{supersede:.2f}": (
+                lambda p, s, d=duplicate, u=supersede: by_thresholds(s, d, u)
+            ),
+            "compare()": lambda p, s: compare(p["old"], p["new"], similarity=s).verdict,
+        }
+        for name, decide in deciders.items():
+            got = [decide(p, s) for p, s in zip(pairs, sims, strict=True)]
+            up, dup = score(labels, got, "update"), score(labels, got, "duplicate")
+            accuracy = sum(a == b for a, b in zip(labels, got, strict=True)) / len(labels)
+            print(
+                f"| {set_name} | {len(pairs)} | {name} | {up.precision:.3f} | {up.recall:.3f} "
+                f"| {dup.precision:.3f} | {dup.recall:.3f} | {accuracy:.3f} |"
+            )
+            if name == "compare()":
+                for lang in ("en", "zh"):
+                    idx = [i for i, p in enumerate(pairs) if p["lang"] == lang]
+                    sub_l, sub_g = [labels[i] for i in idx], [got[i] for i in idx]
+                    u, d = score(sub_l, sub_g, "update"), score(sub_l, sub_g, "duplicate")
+                    per_language.append(
+                        f"| {set_name} | {lang} | {len(idx)} | {u.precision:.3f} | "
+                        f"{u.recall:.3f} | {d.precision:.3f} | {d.recall:.3f} |"
+                    )
+    print("\ncompare() by language:\n")
+    print("| set | lang | pairs | update P | update R | duplicate P | duplicate R |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(per_language))
+    pairs = load_pairs(SETS["dev (tuned on)"])
+    wording._read.cache_clear()  # time it cold: no text has been read yet
+    started = time.perf_counter()
+    for p in pairs:
+        compare(p["old"], p["new"], similarity=0.5)
+    cold = (time.perf_counter() - started) / len(pairs) * 1000
+    started = time.perf_counter()
+    for p in pairs:
+        compare(p["old"], p["new"], similarity=0.5)
+    warm = (time.perf_counter() - started) / len(pairs) * 1000
+    print(f"\ncompare(): {cold:.2f} ms a pair cold, {warm:.2f} ms with both texts' tokens cached\n")
+
+
+# -- part (b): a scripted life -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact of the life that changes: how it is said, asked and found in the graph."""
+
+    name: str
+    values: tuple[str, ...]
+    change: tuple[str, ...]  # templates that state a new value
+    state: tuple[str, ...]  # templates that restate the current value
+    questions: tuple[str, ...]
+    past: str  # the question about a past date
+    subject: str  # the graph's subject and predicate
+    predicate: str
+
+
+FACTS = (
+    Fact(
+        "city",
+        ("Lisbon", "Porto", "Berlin", "Madrid", "Amsterdam"),
+        (
+            "I moved to {v}",
+            "I live in {v} now",
+            "I relocated to {v}",
+            "I'm living in {v} these days",
+        ),
+        ("I live in {v}", "I'm based in {v}", "I still live in {v}"),
+        ("Where do I live?", "Which city do I live in?"),
+        "Where did I live?",
+        "user",
+        "lives_in",
+    ),
+    Fact(
+        "employer",
+        ("Google", "Stripe", "Shopify", "Spotify", "Microsoft"),
+        ("I joined {v}", "I started a new job at {v}", "I work at {v} now"),
+        ("I work at {v}", "I'm working for {v}"),
+        ("Where do I work?", "Which company do I work for?"),
+        "Where did I work?",
+        "user",
+        "works_at",
+    ),
+    Fact(
+        "job",
+        ("data analyst", "data engineer", "product manager", "engineering manager"),
+        ("I'm now working as a {v}", "My job title is {v} now", "I work as a {v} now"),
+        ("I work as a {v}", "My job title is {v}"),
+        ("What is my job?", "What do I work as?"),
+        "What was my job?",
+        "user",
+        "works_as",
+    ),
+    Fact(
+        "editor",
+        ("Vim", "Emacs", "VS Code", "Helix", "Zed"),
+        ("My favourite editor is {v} now", "These days my favourite editor is {v}"),
+        ("My favourite editor is {v}", "{v} is my favourite editor"),
+        ("What is my favourite editor?", "Which editor do I like best?"),
+        "What was my favourite editor?",
+        "user",
+        "favourite_editor",
+    ),
+    Fact(
+        "orders-db",
+        ("MySQL", "PostgreSQL", "CockroachDB", "MariaDB"),
+        (
+            "We switched to {v} for the orders database",
+            "We migrated the orders database to {v}",
+            "The orders database runs on {v} now",
+        ),
+        ("We use {v} for the orders database",),
+        (
+            "Which database do we use for the orders database?",
+            "What does the orders database run on?",
+        ),
+        "Which database did we use for the orders database?",
+        "order database",
+        "uses_tool",
+    ),
+    Fact(
+        "standup",
+        ("9am", "10am", "9:30am", "11am"),
+        ("Standup moved to {v}", "The team standup is now at {v}"),
+        ("The team standup is at {v}", "Our team standup starts at {v}"),
+        ("What time is the team standup?", "When is standup?"),
+        "What time was the team standup?",
+        "team standup",
+        "current_time",
+    ),
+    Fact(
+        "manager",
+        ("Ana", "Rui", "Marta", "Tom"),
+        ("My new manager is {v}", "{v} is my manager now"),
+        ("My manager is {v}",),
+        ("Who is my manager?",),
+        "Who was my manager?",
+        "user",
+        "current_manager",
+    ),
+    Fact(
+        "周会",
+        ("周一下午3点", "周二上午10点", "周三下午2点", "周四上午11点"),
+        ("周会改到{v}了", "周会现在是{v}"),
+        ("周会在{v}",),
+        ("周会是什么时候？",),
+        "周会以前是什么时候？",
+        "周会",
+        "current_time",
+    ),
+    Fact(
+        "水果",
+        ("芒果", "榴莲", "草莓", "西瓜"),
+        ("我现在最喜欢的水果是{v}",),
+        ("我最喜欢的水果是{v}", "{v}是我最喜欢的水果"),
+        ("我最喜欢的水果是什么？",),
+        "我以前最喜欢的水果是什么？",
+        "user",
+        "favourite_水果",
+    ),
+)
+NOISE = (
+    "I went hiking with Sam on Saturday",
+    "I like painting",
+    "We had pizza for dinner",
+    "I'm reading a book about Roman history",
+    "I visited Porto last summer",
+    "My sister lives in Berlin",
+    "I had lunch at Google with a friend",
+    "Thanks, that helps!",
+    "Can you suggest a good restaurant?",
+    "I like hiking",
+    "Our intern wrote a MySQL tutorial",
+    "My brother works at Spotify",
+    "I tried Emacs once but it was confusing",
+    "我周末去爬山了",
+    "我喜欢画画",
+    "今天天气不错",
+    "我妹妹最喜欢的水果是西瓜",
+)
+
+
+@dataclass
+class Life:
+    """The sessions of the life and the true value of every fact at every moment."""
+
+    sessions: list[tuple[datetime, list[str]]] = field(default_factory=list)
+    history: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)
+    stated: Counter[str] = field(default_factory=Counter)
+
+    def value(self, fact: str, at: datetime) -> str | None:
+        current = None
+        for start, value in self.history[fact]:
+            if start <= at:
+                current = value
+        return current
+
+
+def script(sessions: int, seed: int) -> Life:
+    rng = random.Random(seed)
+    life = Life()
+    plans: dict[str, dict[int, str]] = {}
+    for fact in FACTS:
+        values = list(fact.values)
+        rng.shuffle(values)
+        changes = sorted(rng.sample(range(8, sessions), k=min(len(values), 4) - 1))
+        starts = [rng.randrange(0, 6), *changes]
+        plans[fact.name] = dict(zip(starts, values, strict=False))
+        life.history[fact.name] = []
+    current: dict[str, str] = {}
+    for number in range(sessions):
+        when = START + timedelta(days=2 * number)
+        lines: list[str] = []
+        for fact in FACTS:
+            new = plans[fact.name].get(number)
+            if new is not None:
+                first = fact.name not in current
+                template = rng.choice(fact.state if first else fact.change)
+                current[fact.name] = new
+                life.history[fact.name].append((when, new))
+                lines.append(template.format(v=new))
+                life.stated["changes"] += 1
+            elif fact.name in current and rng.random() < 0.12:
+                lines.append(rng.choice(fact.state).format(v=current[fact.name]))
+                life.stated["restatements"] += 1
+        lines += rng.sample(NOISE, k=rng.randint(1, 3))
+        rng.shuffle(lines)
+        life.sessions.append((when, lines))
+    return life
+
+
+def drawers_of(number: int, when: datetime, lines: Sequence[str]) -> list[Drawer]:
+    """The session's drawers, cut and rendered exactly as the conversation sources do."""
+    turns: list[Turn] = []
+    for i, line in enumerate(lines):
+        at = when + timedelta(minutes=2 * i)
+        turns += [Turn("user", line, "user", at), Turn("assistant", "Noted.", "assistant", at)]
+    cut = segments(exchanges(turns), session=f"s{number}", chunking=Chunking(4000, 200))
+    return [
+        Drawer(
+            id=f"s{number}-{i}",
+            text=s.text,
+            wing="life",
+            room="chat",
+            source=f"life:s{number}",
+            chunk_index=i,
+            content_date=s.content_date,
+            metadata=dict(s.metadata),
+        )
+        for i, s in enumerate(cut)
+    ]
+
+
+def frac(right: int, asked: int) -> str:
+    return f"{right}/{asked} = {right / max(1, asked):.2f}"
+
+
+def contains(text: str, value: str) -> bool:
+    """``text`` states ``value`` (compared on canonical tokens: 9am = 09:00, 周一 = mon)."""
+    have = Counter(t.key for t in tokens(text))
+    want = Counter(t.key for t in tokens(value))
+    return bool(want) and not (want - have)
+
+
+@contextmanager
+def structural_matcher(enabled: bool) -> Iterator[None]:
+    """Turn the structural matcher off for the similarity-only palaces (benchmark only)."""
+    original = remembering.matcher
+    if not enabled:
+        remembering.matcher = lambda: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        remembering.matcher = original  # type: ignore[assignment]
+
+
+@dataclass
+class Condition:
+    name: str
+    memories: bool
+    matcher: bool = True
+    thresholds: tuple[float, float] = (0.92, 0.85)
+
+
+CONDITIONS: tuple[Condition, ...] = (
+    Condition("drawers only", memories=False),
+    Condition("memories, no supersede", memories=True, matcher=False, thresholds=(1.0, 1.0)),
+    Condition("memories, similarity 0.92/0.85", memories=True, matcher=False),
+    Condition("memories, compare()", memories=True),
+)
+USER = "me"
+#: The conditions whose wrong current-value answers ``--misses`` prints.
+SHOW_MISSES = ("memories, compare()",)
+MISSES: list[str] = []
+SLOT_ROWS: list[str] = []
+
+
+def by_slot(palace: Palace, question: str, *, at: datetime | None) -> str | None:
+    """What a slot-aware recall would answer (emulated here; the palace does not do it yet).
+
+    The memory holding the question's slot (:func:`question_slots`): the current one, or,
+    ``at`` a past date, the latest stated by then whatever its status now (superseded
+    memories keep their text and date).
+    """
+    wanted = question_slots(question)
+    if not wanted:
+        return None
+    status = "active" if at is None else None
+    held = [
+        m
+        for m in palace.memories(user_id=USER, status=status, limit=10_000)
+        if m.slot
+        and any(slots_match(m.slot, w) for w in wanted)
+        and (at is None or m.created_at <= at)
+    ]
+    return max(held, key=lambda m: m.created_at).text if held else None
+
+
+def run_life(model: Embedder, sessions: int, seed: int, show_misses: int = 0) -> None:
+    life = script(sessions, seed)
+    rng = random.Random(seed + 1)
+    extractor = RuleMemoryExtractor()
+    print(f"## A scripted life: {sessions} sessions, seed {seed}\n")
+    print(
+        f"{life.stated['changes']} value statements (first values and changes), "
+        f"{life.stated['restatements']} restatements, "
+        f"{sum(len(lines) for _, lines in life.sessions)} user turns in all.\n"
+    )
+    checkpoints = sorted({min(n, sessions) for n in (50, 100, 150, sessions)})
+    as_of: list[tuple[Fact, datetime, str]] = []
+    end = START + timedelta(days=2 * (sessions - 1))
+    for fact in FACTS:
+        first = life.history[fact.name][0][0]
+        for _ in range(20):
+            at = first + timedelta(
+                hours=rng.randrange(1, int((end - first).total_seconds() // 3600))
+            )
+            truth = life.value(fact.name, at)
+            if truth is not None:
+                as_of.append((fact, at, truth))
+    rows: list[str] = []
+    graph_rows: list[str] = []
+    for condition in CONDITIONS:
+        result = _live(model, life, condition, extractor, checkpoints, as_of)
+        rows.append(result[0])
+        if condition.name == "memories, compare()":
+            graph_rows = result[1]
+    print(
+        "| palace | current value, top hit (EN) | current (ZH) | as-of, top hit with until | "
+        "memories extracted / remembered as | time |"
+    )
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print("\nAs of a past date, by the knowledge graph (kg.query(subject, predicate, as_of)):\n")
+    print("\n".join(graph_rows))
+    print(
+        "\nIf recall used the question's slot (emulated: slots.question_slots + the memory "
+        "holding that slot, its latest value by the date for as-of):\n"
+    )
+    print("| palace | current value (EN+ZH) | as-of |\n|---|---|---|")
+    print("\n".join(SLOT_ROWS))
+    if show_misses:
+        print("\nWrong current-value answers (palace | question | truth | top hit):\n")
+        print("\n".join(f"- {m}" for m in MISSES[:show_misses]))
+
+
+def _live(
+    model: Embedder,
+    life: Life,
+    condition: Condition,
+    extractor: RuleMemoryExtractor,
+    checkpoints: Sequence[int],
+    as_of: Sequence[tuple[Fact, datetime, str]],
+) -> tuple[str, list[str]]:
+    started = time.perf_counter()
+    duplicate, supersede = condition.thresholds
+    config: dict[str, Any] = {
+        "memory": {"duplicate_similarity": duplicate, "supersede_similarity": supersede}
+    }
+    current: dict[str, Counter[str]] = {"en": Counter(), "zh": Counter()}
+    actions: Counter[str] = Counter()
+    with (
+        tempfile.TemporaryDirectory(prefix="palace-memory-bench-") as root,
+        structural_matcher(condition.matcher),
+        Palace.open(
+            Path(root) / "palace", backend="sqlite", embedder=model, config=config
+        ) as palace,
+    ):
+        for number, (when, lines) in enumerate(life.sessions, start=1):
+            drawers = drawers_of(number, when, lines)
+            if not condition.memories:
+                palace.add_texts(
+                    [d.text for d in drawers],
+                    metadatas=[{"content_date": d.content_date.isoformat()} for d in drawers],
+                    wing="life",
+                    user_id=USER,
+                )
+            for candidate in extractor.extract(drawers=drawers):
+                actions["extracted"] += 1
+                if condition.memories:
+                    done = palace.remember(
+                        candidate.text,
+                        kind=candidate.kind,
+                        importance=candidate.importance,
+                        user_id=USER,
+                        now=candidate.content_date,
+                        origin="extracted",
+                    )
+                    actions[done.action] += 1
+                for s, p, o, valid_from in candidate.triples:
+                    palace.kg.add(s, p, o, valid_from=valid_from, user_id=USER, origin="rules")
+            if number in checkpoints:
+                for fact in FACTS:
+                    truth = life.value(fact.name, when)
+                    if truth is None:
+                        continue
+                    lang = (
+                        "zh" if any("\u4e00" <= c <= "\u9fff" for c in fact.questions[0]) else "en"
+                    )
+                    for question in fact.questions:
+                        hits = palace.search(
+                            question, k=1, user_id=USER, memories=condition.memories
+                        )
+                        current[lang]["asked"] += 1
+                        ok = bool(hits) and contains(hits[0].text, truth)
+                        current[lang]["right"] += ok
+                        if condition.memories:
+                            held = by_slot(palace, question, at=None)
+                            answer = held if held is not None else hits[0].text if hits else ""
+                            current[lang]["slot"] += contains(answer, truth)
+                        if not ok and condition.name in SHOW_MISSES:
+                            answer = hits[0].text if hits else "(nothing)"
+                            MISSES.append(f"{condition.name} | {question} | {truth} | {answer!r}")
+        right_search = right_graph = right_slot = 0
+        graph_by_fact: Counter[str] = Counter()
+        asked_by_fact: Counter[str] = Counter()
+        for fact, at, truth in as_of:
+            hits = palace.search(
+                fact.past, k=1, user_id=USER, memories=condition.memories, until=at
+            )
+            right_search += bool(hits) and contains(hits[0].text, truth)
+            if condition.memories:
+                held = by_slot(palace, fact.past, at=at)
+                right_slot += held is not None and contains(held, truth)
+            triples = palace.kg.query(
+                fact.subject, predicate=fact.predicate, as_of=at, user_id=USER
+            )
+            ok = any(contains(t.object, truth) for t in triples[:1])
+            right_graph += ok
+            graph_by_fact[fact.name] += ok
+            asked_by_fact[fact.name] += 1
+    took = time.perf_counter() - started
+    en, zh = current["en"], current["zh"]
+    made = (
+        f"{actions['extracted']} / added {actions['added']}, updated {actions['updated']}, "
+        f"duplicate {actions['duplicate']}"
+        if condition.memories
+        else f"{actions['extracted']} / (none: drawers)"
+    )
+    row = (
+        f"| {condition.name} | {frac(en['right'], en['asked'])} | {frac(zh['right'], zh['asked'])} "
+        f"| {frac(right_search, len(as_of))} | {made} | {took:.0f} s |"
+    )
+    if condition.memories:
+        asked = en["asked"] + zh["asked"]
+        SLOT_ROWS.append(
+            f"| {condition.name} | {frac(en['slot'] + zh['slot'], asked)} "
+            f"| {frac(right_slot, len(as_of))} |"
+        )
+    graph = [f"- all facts: {frac(right_graph, len(as_of))}"]
+    graph += [f"- {name}: {graph_by_fact[name]}/{asked_by_fact[name]}" for name in asked_by_fact]
+    return row, graph
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("part", nargs="?", choices=("pairs", "life", "all"), default="all")
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--misses", type=int, default=0, help="print this many wrong answers")
+    args = parser.parse_args(argv)
+    model = embedder()
+    if args.part in ("pairs", "all"):
+        run_pairs(model)
+    if args.part in ("life", "all"):
+        run_life(model, args.sessions, args.seed, args.misses)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
