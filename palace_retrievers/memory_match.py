@@ -6,12 +6,14 @@ them and loses the old time without history, while "I live in Lisbon" and "I liv
 Porto now" are 0.70 alike and both stay true. :func:`compare` therefore decides with
 structure first, in this order:
 
-1. **Same words** — the two texts have the same content words once wording is made
+1. **Slots** — both state a single-valued fact (:mod:`palace_retrievers.slots`:
+   ``i|lives_in``, ``order database|uses``). On one slot, the same value is a
+   *duplicate* and another value (or the same value negated) an *update*, whatever the
+   wording ("I'm based in Lisbon" / "I moved to Porto"); on two different slots the texts
+   are *new* to each other.
+2. **Same words** — the two texts have the same content words once wording is made
    canonical (:mod:`palace_retrievers.wording`: case, punctuation, stop words, light
    stemming, the order of words, numerals, times and dates): a *duplicate*.
-2. **Same slot** — both state a single-valued fact about one subject
-   (:mod:`palace_retrievers.slots`: ``i|lives_in``, ``order database|uses``): the same
-   value is a *duplicate*, another value (or the same value negated) an *update*.
 3. **One value span** — the texts agree but for one span (aligned token by token), the
    shared part names the subject, and the span is a value: two times, dates or numbers
    of one kind, or two words after a single-valued cue (``is``, ``favourite``,
@@ -26,8 +28,9 @@ structure first, in this order:
    *duplicate*; anything else is *new*.
 
 No model is called: the caller passes the similarity it already has (the cosine of the
-two embeddings). Both functions are pure; a comparison takes about a millisecond
-(tokens are cached, so comparing one new memory with many candidates costs less).
+two embeddings). Both functions are pure; a comparison takes about a millisecond, less
+when one text was read before (its tokens are cached), as when a new memory is compared
+with several candidates.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ _ZH_TRANSITION = (
 _PREPOSITIONS = _lemmas("at on in to for from by until till into onto of")
 _AUX = _lemmas("do will would can could should shall may might must get")
 _PAST = frozenset(words("went met saw bought wrote took made got had did ate drank gave ran sent"))
-_PRONOUN_KEYS = Counter({p: 99 for p in ("i", "we", "you", "he", "she", "they")})
+_PRONOUN_KEYS = frozenset({"i", "we", "you", "he", "she", "they"})
 _KEPT_PREPOSITIONS = _PREPOSITIONS | _lemmas("as with without about near")
 _IGNORABLE = _PREPOSITIONS | {"be", "是", "的", "在", "到", "于", "为"}
 _MAX_SPAN = 4
