@@ -278,7 +278,9 @@ class Miner:
                 on_filed(report)
 
         def skip(location: str, reason: str) -> None:
-            report.skipped.append(Skipped(storable(location), storable(reason)))
+            # A reason names the file, and a file name may hold a line break: one line.
+            one_line = reason.replace("\r", "\\r").replace("\n", "\\n")
+            report.skipped.append(Skipped(storable(location), storable(one_line)))
 
         entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
         if progress is not None:
