@@ -25,6 +25,7 @@ from palace_plugins.testing import LedgerTests
 from palace_retrievers import Palace
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Embedder
+from palace_retrievers.errors import PalaceNotFoundError
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.records import Filter
@@ -256,12 +257,26 @@ def test_palace_open_picks_the_postgres_ledger(
         "ledgers": {"postgres": {"url": postgres.url, "schema": fresh_schema}},
     }
     path = tmp_path / "palace"
-    with Palace.open(
-        path, config=settings, embedder="fake", plugins=[FAKE_PLUGIN], backend="sqlite"
-    ) as palace:
+    kwargs: dict[str, Any] = {"embedder": "fake", "plugins": [FAKE_PLUGIN], "backend": "sqlite"}
+    with pytest.raises(PalaceNotFoundError):
+        Palace.open(path, config=settings, create=False, **kwargs)
+    with Palace.open(path, config=settings, **kwargs) as palace:
         assert isinstance(palace.ledger, PostgresLedger)
         palace.add_texts(["kept in PostgreSQL"], ids=["t1"])
     assert not (path / LEDGER_FILE).exists()
-    with Palace.open(path, embedder="fake", plugins=[FAKE_PLUGIN], create=False) as palace:
-        assert isinstance(palace.ledger, PostgresLedger)  # palace.toml names the ledger
+    assert 'ledger = "postgres"' in (path / "palace.toml").read_text(encoding="utf-8")
+    with Palace.open(path, config=settings, create=False, **kwargs) as palace:
         assert [d.text for d in palace.ledger.get_drawers(["t1"])] == ["kept in PostgreSQL"]
+    # A palace.toml written by hand, with the URL in the environment.
+    other = tmp_path / "by-hand"
+    other.mkdir()
+    (other / "palace.toml").write_text(
+        'ledger = "postgres"\nbackend = "sqlite"\n\n'
+        f'[ledgers.postgres]\nschema = "{fresh_schema}"\n',
+        encoding="utf-8",
+    )
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PALACE_LEDGERS__POSTGRES__URL", postgres.url)
+        with Palace.open(other, embedder="fake", plugins=[FAKE_PLUGIN], create=False) as palace:
+            assert [d.id for d in palace.ledger.get_drawers(["t1"])] == ["t1"]
+            assert palace.search("kept", k=1)[0].id == "t1"
