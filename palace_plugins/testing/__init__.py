@@ -33,8 +33,10 @@ pytest.register_assert_rewrite(
     "palace_plugins.testing.closets",
     "palace_plugins.testing.embedders",
     "palace_plugins.testing.ledger",
+    "palace_plugins.testing.ledger_drawers",
     "palace_plugins.testing.ledger_graph",
     "palace_plugins.testing.ledger_memories",
+    "palace_plugins.testing.ledger_sources",
     "palace_plugins.testing.sources",
 )
 

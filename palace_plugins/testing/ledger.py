@@ -1,117 +1,45 @@
 """The conformance suite of ledgers: :class:`LedgerTests`.
 
-A ledger is the palace's system of record (:class:`~palace_retrievers.ledger.Ledger`):
-drawers with their vectors and full text, sources, closets, the vector-index journal,
-memories (:class:`~palace_plugins.testing.ledger_memories.MemoryStoreTests`) and the
-knowledge graph (:class:`~palace_plugins.testing.ledger_graph.GraphStoreTests`). The
-embedded SQLite ledger and the PostgreSQL ledger pass this one suite; so must any other.
-Vectors are synthetic and times fixed, so every expected answer is exact.
+A ledger is the palace's system of record (:class:`~palace_retrievers.ledger.Ledger`).
+The suite is made of parts, one per idea: drawers with their filters, vectors and full
+text (:mod:`~palace_plugins.testing.ledger_drawers`); sources, closets and the
+vector-index journal (:mod:`~palace_plugins.testing.ledger_sources`); memories
+(:mod:`~palace_plugins.testing.ledger_memories`); the knowledge graph
+(:mod:`~palace_plugins.testing.ledger_graph`); and here, what spans them: meta and the
+generation, unicode, empty answers, a batch of thousands, ``forget_user``, concurrent
+readers and a second handle on the same store. The embedded SQLite ledger and the
+PostgreSQL ledger pass this one suite; so must any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
-from itertools import combinations
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pytest
 
 from palace_plugins.testing.backends import synthetic_vectors
+from palace_plugins.testing.ledger_drawers import (
+    FILTERS,
+    DrawerStoreTests,
+    closet,
+    drawer,
+    grid,
+    source,
+)
 from palace_plugins.testing.ledger_graph import GraphStoreTests, fact
 from palace_plugins.testing.ledger_memories import MemoryStoreTests, event, memory
-from palace_retrievers.closets import Closet
+from palace_plugins.testing.ledger_sources import SourceStoreTests
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
-from palace_retrievers.records import Drawer, Filter
+from palace_retrievers.ledger import Ledger, LedgerStats
+from palace_retrievers.records import Filter
 
-__all__ = ["LedgerTests", "closet", "drawer", "source"]
-
-#: 2026-01-01T00:00:00Z; the suite's drawers are dated from here.
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+__all__ = ["LedgerTests"]
 
 
-def drawer(id: str, text: str, **fields: Any) -> Drawer:
-    """A drawer in wing ``w``, room ``r``, source ``test`` unless ``fields`` say otherwise."""
-    values: dict[str, Any] = {"wing": "w", "room": "r", "source": "test", "filed_at": EPOCH}
-    values.update(fields)
-    return Drawer(id=id, text=text, **values)
-
-
-def source(key: str, content: str = "h1", *, wing: str = "w", **fields: Any) -> SourceState:
-    """A mined source's state in ``wing``."""
-    values: dict[str, Any] = {
-        "location": f"/src/{key}",
-        "content_hash": content,
-        "mtime": 1.0,
-        "normalize_version": 1,
-    }
-    values.update(fields)
-    return SourceState(wing=wing, key=key, **values)
-
-
-def closet(id: str, drawer_ids: Sequence[str], *, topic: str = "topic", **fields: Any) -> Closet:
-    """A closet pointing to ``drawer_ids``."""
-    values: dict[str, Any] = {
-        "wing": "w",
-        "room": "r",
-        "source": "test",
-        "user_id": None,
-        "extractor": "suite",
-    }
-    values.update(fields)
-    line = f"{topic}|entity|→{','.join(drawer_ids)}"
-    return Closet(
-        id=id, line=line, text=line.rsplit("|", 1)[0], drawer_ids=tuple(drawer_ids), **values
-    )
-
-
-def _grid() -> list[Drawer]:
-    """Drawers over every filter field: 2 wings × 2 rooms × 3 owners × 2 kinds, a day apart."""
-    out = []
-    n = 0
-    for wing in ("alpha", "beta"):
-        for room in ("docs", "chat"):
-            for owner in (None, "u1", "u2"):
-                for kind in ("drawer", "memory"):
-                    out.append(
-                        drawer(
-                            f"g{n:02d}",
-                            f"grid entry {n} shared word",
-                            wing=wing,
-                            room=room,
-                            user_id=owner,
-                            kind=kind,
-                            content_date=EPOCH + timedelta(days=n),
-                        )
-                    )
-                    n += 1
-    return out
-
-
-def _day(n: int) -> datetime:
-    return EPOCH + timedelta(days=n)
-
-
-FILTERS = [
-    Filter(),
-    Filter(user_id="u1"),
-    Filter(wing="alpha"),
-    Filter(wing="beta", user_id="u2"),
-    Filter(room="chat"),
-    Filter(kind="memory"),
-    Filter(wing="alpha", room="docs", kind="drawer"),
-    Filter(since=_day(20)),
-    Filter(until=_day(20)),
-    Filter(since=_day(12), until=_day(30), user_id="u1"),
-    Filter(wing="gamma"),
-    Filter(user_id="u3"),
-]
-
-
-class LedgerTests(MemoryStoreTests, GraphStoreTests):
+class LedgerTests(DrawerStoreTests, SourceStoreTests, MemoryStoreTests, GraphStoreTests):
     """The contract of a ledger. Subclass it and provide the ``ledger`` fixture: an
     empty ledger, closed by the fixture after the test.
 
@@ -136,25 +64,6 @@ class LedgerTests(MemoryStoreTests, GraphStoreTests):
     def second_ledger(self, ledger: Ledger) -> Ledger:
         """Override: another handle on ``ledger``'s store (yield it, and close it after)."""
         pytest.skip("no second handle on this ledger (override `second_ledger`)")
-
-    # -- helpers ------------------------------------------------------------------------
-
-    @staticmethod
-    def put(ledger: Ledger, drawers: Sequence[Drawer], seed: int = 0) -> np.ndarray:
-        """Upsert ``drawers`` with synthetic vectors; returns the vectors."""
-        vectors = synthetic_vectors(len(drawers), seed=seed)
-        ledger.upsert_drawers(drawers, vectors, model="synthetic")
-        return vectors
-
-    @staticmethod
-    def found(
-        ledger: Ledger, query: str, where: Filter | None = None, limit: int = 50
-    ) -> list[str]:
-        results = ledger.lexical(query, where=where or Filter(), limit=limit)
-        keys = [(-score, i) for i, score in results]
-        assert keys == sorted(keys), "lexical results are not best first, ties by id"
-        assert len({i for i, _ in results}) == len(results)
-        return [i for i, _ in results]
 
     # -- identity and meta --------------------------------------------------------------
 
@@ -182,500 +91,6 @@ class LedgerTests(MemoryStoreTests, GraphStoreTests):
         ledger.save_memories([memory("m", "likes tea")])
         seen.append(ledger.generation())
         assert seen == sorted(set(seen)), f"generation did not grow with each write: {seen}"
-
-    # -- drawers ------------------------------------------------------------------------
-
-    def test_drawer_round_trip(self, ledger: Ledger) -> None:
-        original = Drawer(
-            id="d1",
-            text="数据存储 in Shanghai 🦜\nsecond line\ttabbed, \"quoted\" and 'single'\n",
-            wing="北京",
-            room="会议",
-            source="/notes/a b.md",
-            chunk_index=3,
-            line_start=10,
-            line_end=12,
-            source_mtime=1_700_000_000.5,
-            normalize_version=1,
-            filed_at=datetime(2026, 3, 1, 9, 30, 15, 123456, tzinfo=UTC),
-            content_date=datetime(2026, 2, 28, tzinfo=UTC),
-            user_id="u1",
-            kind="drawer",
-            metadata={"file_name": "a.md", "tags": ["x", "ü"], "n": 1, "f": 0.5, "none": None},
-        )
-        self.put(ledger, [original])
-        assert ledger.get_drawers(["d1"]) == [original]
-
-    def test_get_drawers_keeps_the_order_asked(self, ledger: Ledger) -> None:
-        self.put(ledger, [drawer(i, f"text {i}") for i in "abc"])
-        found = ledger.get_drawers(["c", "missing", "a", "c"])
-        assert [d.id for d in found] == ["c", "a", "c"]
-        assert ledger.get_drawers([]) == []
-
-    def test_upsert_is_idempotent(self, ledger: Ledger) -> None:
-        drawers = [drawer(f"d{i}", f"chunk number {i}") for i in range(5)]
-        vectors = self.put(ledger, drawers)
-        ledger.upsert_drawers(drawers, vectors, model="synthetic")
-        assert sorted(ledger.drawer_ids()) == [d.id for d in drawers]
-        assert ledger.get_drawers([d.id for d in drawers]) == drawers
-        assert ledger.count_vectors("drawers") == 5
-        assert ledger.stats().drawers == 5
-        assert self.found(ledger, "chunk") == sorted(d.id for d in drawers)
-
-    def test_upsert_replaces_every_field(self, ledger: Ledger) -> None:
-        self.put(ledger, [drawer("a", "the heron nests by the lake"), drawer("b", "other")])
-        moved = drawer(
-            "a",
-            "the sandpiper feeds on mudflats",
-            wing="w2",
-            room="shore",
-            user_id="u1",
-            kind="memory",
-            content_date=_day(40),
-            metadata={"new": True},
-        )
-        vector = synthetic_vectors(1, seed=9)[0]
-        ledger.upsert_drawers([moved], vector[None, :], model="m2")
-        assert ledger.get_drawers(["a"]) == [moved]
-        assert ledger.stats().drawers == 2
-        assert self.found(ledger, "heron", Filter(user_id="u1")) == []
-        assert self.found(ledger, "sandpiper", Filter(user_id="u1")) == ["a"]
-        assert self.found(ledger, "sandpiper") == []  # no longer unowned
-        assert ledger.drawer_ids(Filter(user_id="u1", wing="w2", room="shore", kind="memory")) == [
-            "a"
-        ]
-        np.testing.assert_allclose(ledger.drawer_vectors(["a"])["a"], vector, rtol=1e-6)
-
-    def test_delete_drawers(self, ledger: Ledger) -> None:
-        self.put(ledger, [drawer(i, f"text {i}") for i in "abc"])
-        ledger.replace_closets(
-            [closet("c1", ["a", "b"])], synthetic_vectors(1), model="m", drawer_ids=[]
-        )
-        assert ledger.delete_drawers(["b", "zzz", "b"]) == ["b"]
-        assert ledger.delete_drawers([]) == []
-        assert sorted(ledger.drawer_ids()) == ["a", "c"]
-        assert ledger.get_drawers(["b"]) == []
-        assert sorted(self.found(ledger, "text")) == ["a", "c"]
-        assert sorted(ledger.drawer_vectors(["a", "b", "c"])) == ["a", "c"]
-        assert ledger.vector_table("drawers").ids == ["a", "c"]
-        assert ledger.closet_pointers(["c1"]) == {"c1": ["a"]}
-
-    @pytest.mark.parametrize("where", FILTERS, ids=repr)
-    def test_filters(self, ledger: Ledger, where: Filter) -> None:
-        grid = _grid()
-        self.put(ledger, grid)
-        expected = sorted(d.id for d in grid if where.matches(d))
-        assert sorted(ledger.drawer_ids(where)) == expected
-        assert sorted(self.found(ledger, "shared word", where)) == expected
-
-    def test_every_combination_of_filter_fields(self, ledger: Ledger) -> None:
-        grid = _grid()
-        self.put(ledger, grid)
-        values: dict[str, Any] = {
-            "wing": "beta",
-            "room": "docs",
-            "user_id": "u2",
-            "kind": "memory",
-            "since": _day(9),
-            "until": _day(40),
-        }
-        for size in range(len(values) + 1):
-            for names in combinations(values, size):
-                where = Filter(**{name: values[name] for name in names})
-                expected = sorted(d.id for d in grid if where.matches(d))
-                assert sorted(ledger.drawer_ids(where)) == expected, f"filter {names}"
-        assert ledger.drawer_ids(Filter(**values)) == ["g17"]
-
-    def test_filter_values_are_taken_literally(self, ledger: Ledger) -> None:
-        wings = ["O'Brien", 'say "hi"', "100%", "a_b", "axb", "a\\b", "a%", "{$ne: 1}", " "]
-        self.put(ledger, [drawer(f"lit{i}", "literal", wing=w) for i, w in enumerate(wings)])
-        for i, wing in enumerate(wings):
-            assert ledger.drawer_ids(Filter(wing=wing)) == [f"lit{i}"], wing
-            assert self.found(ledger, "literal", Filter(wing=wing)) == [f"lit{i}"]
-        assert ledger.drawer_ids(Filter(wing="%")) == []
-
-    def test_user_partition_is_exact(self, ledger: Ledger) -> None:
-        owners = [None, "u1", "u2"]
-        drawers = [
-            drawer(f"{owner or 'nobody'}-{i}", "the backup schedule", user_id=owner, chunk_index=i)
-            for owner in owners
-            for i in range(2)
-        ]
-        self.put(ledger, drawers)
-        for owner in owners:
-            mine = sorted(d.id for d in drawers if d.user_id == owner)
-            where = Filter(user_id=owner)
-            assert sorted(ledger.drawer_ids(where)) == mine
-            assert sorted(self.found(ledger, "backup", where)) == mine
-            shown = ledger.source_drawers(wing="w", source="test", where=where)
-            assert [d.id for d in shown] == mine
-            assert ledger.wing_counts(user_id=owner) == {"w": {"r": 2}}
-        assert ledger.drawer_ids(Filter(user_id="u3")) == []
-        assert self.found(ledger, "backup", Filter(user_id="u3")) == []
-        assert ledger.wing_counts(user_id="u3") == {}
-
-    def test_source_drawers_in_chunk_order(self, ledger: Ledger) -> None:
-        self.put(
-            ledger,
-            [
-                drawer("c2", "third", source="notes.md", chunk_index=2),
-                drawer("c0", "first", source="notes.md", chunk_index=0),
-                drawer("c1", "second", source="notes.md", chunk_index=1, kind="memory"),
-                drawer("x0", "elsewhere", source="other.md"),
-            ],
-        )
-        found = ledger.source_drawers(wing="w", source="notes.md", where=Filter())
-        assert [d.id for d in found] == ["c0", "c1", "c2"]
-        drawers_only = ledger.source_drawers(
-            wing="w", source="notes.md", where=Filter(kind="drawer")
-        )
-        assert [d.id for d in drawers_only] == ["c0", "c2"]
-        assert ledger.source_drawers(wing="v", source="notes.md", where=Filter()) == []
-
-    def test_iter_drawers_is_stable_and_complete(self, ledger: Ledger) -> None:
-        ids = [f"d{i:03d}" for i in range(25)]
-        self.put(ledger, [drawer(i, f"text {i}") for i in ids])
-        batches = list(ledger.iter_drawers(batch_size=10))
-        assert [len(b) for b in batches] == [10, 10, 5]
-        order = [d.id for b in batches for d in b]
-        assert sorted(order) == ids
-        assert [d.id for b in ledger.iter_drawers(batch_size=7) for d in b] == order
-
-    # -- vectors ------------------------------------------------------------------------
-
-    def test_vectors(self, ledger: Ledger) -> None:
-        vectors = self.put(
-            ledger,
-            [
-                drawer("a", "one", wing="w1", room="r1", content_date=EPOCH, source="s1"),
-                drawer("b", "two", wing="w2", room="r2", user_id="u1", kind="memory"),
-            ],
-        )
-        assert ledger.count_vectors("drawers") == 2
-        table = ledger.vector_table("drawers")
-        assert sorted(table.ids) == ["a", "b"]
-        a, b = table.ids.index("a"), table.ids.index("b")
-        assert table.matrix.dtype == np.float32
-        np.testing.assert_allclose(table.matrix[a], vectors[0], rtol=1e-6)
-        np.testing.assert_allclose(table.matrix[b], vectors[1], rtol=1e-6)
-        assert (table.wing[a], table.room[a], table.user_id[a], table.kind[a]) == (
-            "w1",
-            "r1",
-            "",
-            "drawer",
-        )
-        assert (table.user_id[b], table.kind[b]) == ("u1", "memory")
-        assert table.timestamp[a] == EPOCH.timestamp()
-        entries = [e for batch in ledger.iter_entries("drawers", batch_size=1) for e in batch]
-        assert sorted(e.id for e in entries) == ["a", "b"]
-        (entry,) = ledger.index_entries("drawers", ["a", "unknown"])
-        assert (entry.id, entry.wing, entry.source, entry.timestamp) == (
-            "a",
-            "w1",
-            "s1",
-            EPOCH.timestamp(),
-        )
-        np.testing.assert_allclose(entry.vector, vectors[0], rtol=1e-6)
-        fresh = synthetic_vectors(1, seed=5)
-        ledger.set_vectors(["a"], fresh, model="new")
-        np.testing.assert_allclose(ledger.drawer_vectors(["a"])["a"], fresh[0], rtol=1e-6)
-
-    def test_vector_tables_of_each_collection(self, ledger: Ledger) -> None:
-        self.put(ledger, [drawer("a", "one"), drawer("b", "two")])
-        ledger.replace_closets([closet("c", ["a"])], synthetic_vectors(1), model="m", drawer_ids=[])
-        ledger.save_memories(
-            [memory("active", "x"), memory("gone", "y", status="superseded", superseded_by="x")],
-            vectors={"active": synthetic_vectors(1)[0], "gone": synthetic_vectors(1)[0]},
-            model="m",
-        )
-        assert ledger.count_vectors("drawers") == 2
-        assert ledger.count_vectors("closets") == 1
-        assert ledger.count_vectors("memories") == 1
-        closets = ledger.vector_table("closets")
-        assert closets.ids == ["c"]
-        assert list(closets.kind) == ["closet"]
-        assert ledger.vector_table("memories").ids == ["active"]
-        assert [e.id for b in ledger.iter_entries("memories") for e in b] == ["active"]
-
-    # -- sources ------------------------------------------------------------------------
-
-    def test_replace_source(self, ledger: Ledger) -> None:
-        first = [drawer(i, f"chunk {i}", chunk_index=n) for n, i in enumerate("abc")]
-        state = source("f.md", root="/src", plugin="files")
-        assert ledger.replace_source(state, first, synthetic_vectors(3), model="m") == []
-        recorded = ledger.source_state("w", "f.md")
-        assert recorded is not None
-        assert (recorded.content_hash, recorded.drawer_count, recorded.root, recorded.plugin) == (
-            "h1",
-            3,
-            "/src",
-            "files",
-        )
-        second = [drawer("a", "chunk a"), drawer("d", "chunk d")]
-        state2 = source("f.md", "h2", root="/src", plugin="files")
-        removed = ledger.replace_source(state2, second, synthetic_vectors(2), model="m")
-        assert sorted(removed) == ["b", "c"]
-        assert sorted(ledger.drawer_ids()) == ["a", "d"]
-        assert ledger.source_states("w") == {"f.md": ledger.source_state("w", "f.md")}
-        assert ledger.source_states("w")["f.md"].content_hash == "h2"
-        assert ledger.source_states("elsewhere") == {}
-        (root,) = ledger.mined_roots()
-        assert (root.wing, root.root, root.plugin, root.sources, root.drawers) == (
-            "w",
-            "/src",
-            "files",
-            1,
-            2,
-        )
-        ledger.touch_source(source("f.md", "h2", mtime=9.5, location="/moved/f.md"))
-        touched = ledger.source_state("w", "f.md")
-        assert touched is not None
-        assert (touched.mtime, touched.location, touched.root) == (9.5, "/moved/f.md", "/src")
-        assert ledger.stats().sources == 1
-
-    def test_replace_source_is_atomic(self, ledger: Ledger) -> None:
-        old = [drawer(i, f"old chunk {i}") for i in "abc"]
-        ledger.replace_source(source("f.md"), old, synthetic_vectors(3), model="m")
-        generation = ledger.generation()
-        new = [drawer("x", "new chunk x"), drawer("y", "new chunk y")]
-        with pytest.raises(ValueError, match="vectors"):
-            ledger.replace_source(source("f.md", "h2"), new, synthetic_vectors(1), model="m")
-        assert sorted(ledger.drawer_ids()) == ["a", "b", "c"]
-        recorded = ledger.source_state("w", "f.md")
-        assert recorded is not None
-        assert recorded.content_hash == "h1"
-        assert ledger.generation() == generation
-        assert sorted(self.found(ledger, "old")) == ["a", "b", "c"]
-        assert self.found(ledger, "new") == []
-
-    def test_file_sources_files_drawers_and_closets_at_once(self, ledger: Ledger) -> None:
-        one = [drawer(f"1{i}", f"first source chunk {i}", chunk_index=i) for i in range(3)]
-        two = [drawer(f"2{i}", f"second source chunk {i}", chunk_index=i) for i in range(2)]
-        closets = [closet("k1", ["10", "11"]), closet("k2", ["12", "20", "21"])]
-        removed = ledger.file_sources(
-            [(source("one"), one), (source("two"), two)],
-            synthetic_vectors(5),
-            closets,
-            synthetic_vectors(2, seed=1),
-            model="m",
-        )
-        assert removed == []
-        assert len(ledger.drawer_ids()) == 5
-        assert ledger.closet_pointers(["k1", "k2"]) == {
-            "k1": ["10", "11"],
-            "k2": ["20", "21", "12"],
-        }
-        # Mining "one" again with one chunk fewer replaces the closets over the drawers
-        # it files; a closet left pointing only to another source's drawers stays.
-        shorter = one[:2]
-        removed = ledger.file_sources(
-            [(source("one", "h2"), shorter)],
-            synthetic_vectors(2),
-            [closet("k3", ["10", "11"])],
-            synthetic_vectors(1),
-            model="m",
-        )
-        assert removed == ["12"]
-        pointers = ledger.closet_pointers(["k1", "k2", "k3"])
-        assert pointers == {"k2": ["20", "21"], "k3": ["10", "11"]}
-        assert ledger.stats().closets == 2
-
-    def test_file_sources_is_atomic(self, ledger: Ledger) -> None:
-        ledger.replace_source(source("one"), [drawer("a", "kept")], synthetic_vectors(1), model="m")
-        generation = ledger.generation()
-        with pytest.raises(ValueError, match="vectors"):
-            ledger.file_sources(
-                [(source("one", "h2"), [drawer("b", "lost")]), (source("two"), [drawer("c", "x")])],
-                synthetic_vectors(2),
-                [closet("k", ["b"])],
-                synthetic_vectors(2),  # one closet, two vectors
-                model="m",
-            )
-        assert ledger.drawer_ids() == ["a"]
-        assert ledger.source_state("w", "two") is None
-        state = ledger.source_state("w", "one")
-        assert state is not None
-        assert state.content_hash == "h1"
-        assert ledger.generation() == generation
-        with pytest.raises(ValueError, match="vectors"):
-            ledger.file_sources(
-                [(source("two"), [drawer("c", "x")])],
-                synthetic_vectors(2),
-                [],
-                synthetic_vectors(0),
-                model="m",
-            )
-
-    def test_delete_sources(self, ledger: Ledger) -> None:
-        ledger.replace_source(
-            source("gone"), [drawer("a", "x"), drawer("b", "y")], synthetic_vectors(2), model="m"
-        )
-        ledger.replace_source(source("kept"), [drawer("c", "z")], synthetic_vectors(1), model="m")
-        ledger.replace_closets(
-            [closet("k1", ["a", "b"]), closet("k2", ["b", "c"])],
-            synthetic_vectors(2),
-            model="m",
-            drawer_ids=[],
-        )
-        assert ledger.delete_sources("w", ["gone", "gone", "never"]) == 2
-        assert ledger.source_state("w", "gone") is None
-        assert ledger.drawer_ids() == ["c"]
-        assert ledger.closet_pointers(["k1", "k2"]) == {"k2": ["c"]}
-        assert [c.id for batch in ledger.iter_closets() for c in batch] == ["k2"]
-        assert ledger.delete_sources("w", []) == 0
-        assert ledger.delete_sources("other-wing", ["kept"]) == 0
-        assert ledger.drawer_ids() == ["c"]
-
-    # -- closets ------------------------------------------------------------------------
-
-    def test_replace_closets(self, ledger: Ledger) -> None:
-        self.put(
-            ledger,
-            [
-                drawer("b", "two", chunk_index=1),
-                drawer("a", "one", chunk_index=0),
-                drawer("c", "three", chunk_index=2),
-            ],
-        )
-        filed = [
-            closet("k1", ["b", "a"], topic="Birds 鸟"),
-            closet("k2", ["c", "missing"], user_id="u1"),
-            closet("k3", ["missing"]),
-        ]
-        vectors = synthetic_vectors(3, seed=2)
-        assert ledger.replace_closets(filed, vectors, model="m", drawer_ids=[]) == []
-        assert ledger.closet_pointers(["k1", "k2", "k3"]) == {"k1": ["a", "b"], "k2": ["c"]}
-        assert ledger.closet_lines(["k1", "k3"]) in ({"k1": filed[0].line}, {})
-        closets = {c.id: c for batch in ledger.iter_closets(batch_size=1) for c in batch}
-        assert sorted(closets) == ["k1", "k2"]
-        assert closets["k1"].text == "Birds 鸟|entity"
-        assert (closets["k2"].user_id, closets["k2"].extractor, closets["k2"].source) == (
-            "u1",
-            "suite",
-            "test",
-        )
-        np.testing.assert_allclose(
-            ledger.vector_table("closets").matrix[ledger.vector_table("closets").ids.index("k1")],
-            vectors[0],
-            rtol=1e-6,
-        )
-        # Filing the closets of drawer "a" again removes every closet pointing to it.
-        removed = ledger.replace_closets(
-            [closet("k4", ["a"])], synthetic_vectors(1), model="m", drawer_ids=["a"]
-        )
-        assert removed == ["k1"]
-        refiled = ledger.replace_closets(
-            [closet("k4", ["a"])], synthetic_vectors(1), model="m", drawer_ids=["a"]
-        )
-        assert refiled == []
-        assert sorted(ledger.closet_pointers(["k1", "k2", "k4"])) == ["k2", "k4"]
-        ledger.set_closet_vectors(["k4"], synthetic_vectors(1, seed=8), model="m2")
-        table = ledger.vector_table("closets")
-        np.testing.assert_allclose(
-            table.matrix[table.ids.index("k4")], synthetic_vectors(1, seed=8)[0], rtol=1e-6
-        )
-
-    def test_prune_closets(self, ledger: Ledger) -> None:
-        self.put(ledger, [drawer("a", "one"), drawer("b", "two")])
-        ledger.replace_closets(
-            [closet("k1", ["a"]), closet("k2", ["a", "b"])],
-            synthetic_vectors(2),
-            model="m",
-            drawer_ids=[],
-        )
-        ledger.delete_drawers(["a"])
-        assert ledger.prune_closets() == ["k1"]
-        assert ledger.prune_closets() == []
-        assert ledger.closet_pointers(["k1", "k2"]) == {"k2": ["b"]}
-
-    # -- the vector-index journal -------------------------------------------------------
-
-    def test_journal_records_every_change(self, ledger: Ledger) -> None:
-        assert ledger.pending_index("drawers") == []
-        self.put(ledger, [drawer("a", "one"), drawer("b", "two"), drawer("c", "three")])
-        assert sorted(ledger.pending_index("drawers")) == ["a", "b", "c"]
-        assert len(ledger.pending_index("drawers", limit=2)) == 2
-        ledger.clear_pending("drawers", ["a"])
-        assert sorted(ledger.pending_index("drawers")) == ["b", "c"]
-        ledger.clear_pending("drawers")
-        assert ledger.pending_index("drawers") == []
-        ledger.delete_drawers(["b"])
-        assert ledger.pending_index("drawers") == ["b"]
-        assert ledger.index_entries("drawers", ["b"]) == []  # so the index drops it
-        ledger.clear_pending("drawers", ["b"])
-        ledger.set_vectors(["a"], synthetic_vectors(1, seed=3), model="m")
-        assert ledger.pending_index("drawers") == ["a"]
-        ledger.replace_closets([closet("k", ["c"])], synthetic_vectors(1), model="m", drawer_ids=[])
-        assert ledger.pending_index("closets") == ["k"]
-        ledger.clear_pending("closets")
-        assert ledger.pending_index("drawers") == ["a"]  # collections are separate
-        ledger.delete_drawers(["c"])
-        ledger.prune_closets()
-        assert ledger.pending_index("closets") == ["k"]
-
-    def test_a_failed_write_journals_nothing(self, ledger: Ledger) -> None:
-        with pytest.raises(ValueError, match="vectors"):
-            ledger.upsert_drawers([drawer("a", "x")], synthetic_vectors(2), model="m")
-        assert ledger.pending_index("drawers") == []
-        assert ledger.drawer_ids() == []
-        self.put(ledger, [drawer("a", "still writable")])
-        assert ledger.drawer_ids() == ["a"]
-
-    # -- full text ----------------------------------------------------------------------
-
-    def test_lexical_finds_english_words(self, ledger: Ledger) -> None:
-        self.put(
-            ledger,
-            [
-                drawer("en", "We moved the production database to PostgreSQL 15 in March."),
-                drawer("zh", "中国用户的数据存储在阿里云上海区域，使用独立的数据库。"),
-                drawer("mixed", "The Spoon-billed Sandpiper (勺嘴鹬) is critically endangered."),
-                drawer("other", "Bashir owns the iOS release; he lives in Zürich."),
-            ],
-        )
-        assert self.found(ledger, "which database?") == ["en"]
-        assert self.found(ledger, "POSTGRESQL") == ["en"]
-        assert self.found(ledger, "postgresql 15") == ["en"]
-        assert self.found(ledger, "billed sandpiper") == ["mixed"]
-        assert self.found(ledger, "zurich") == ["other"]
-        assert self.found(ledger, "zebra") == []
-        assert self.found(ledger, "?!. ,;") == []
-        for hostile in ('"; DROP TABLE drawers; --', "' OR 1=1 --", "a & b | !c", "NEAR(x y)"):
-            assert isinstance(ledger.lexical(hostile, where=Filter(), limit=5), list)
-        assert ledger.stats().drawers == 4
-
-    def test_lexical_finds_chinese(self, ledger: Ledger) -> None:
-        self.put(
-            ledger,
-            [
-                drawer("zh", "中国用户的数据存储在阿里云上海区域，使用独立的数据库。"),
-                drawer("mixed", "The Spoon-billed Sandpiper (勺嘴鹬) is critically endangered."),
-                drawer("other", "我们下周三开会讨论预算"),
-            ],
-        )
-        assert self.found(ledger, "数据存储在哪里")[0] == "zh"
-        assert self.found(ledger, "勺嘴鹬") == ["mixed"]
-        assert self.found(ledger, "讨论预算") == ["other"]
-        assert self.found(ledger, "火星探测器") == []
-
-    def test_lexical_ranks_more_matches_first(self, ledger: Ledger) -> None:
-        self.put(
-            ledger,
-            [
-                drawer("one", "a heron stood still"),
-                drawer("all", "the heron nests by the lake in the reeds"),
-                drawer("none", "nothing about birds"),
-            ],
-        )
-        results = ledger.lexical("heron lake reeds", where=Filter(), limit=10)
-        assert [i for i, _ in results] == ["all", "one"]
-        assert all(score > 0 for _, score in results)
-
-    def test_lexical_limit(self, ledger: Ledger) -> None:
-        self.put(ledger, [drawer(f"d{i:02d}", f"common word number {i}") for i in range(30)])
-        assert len(self.found(ledger, "common", limit=5)) == 5
-        assert len(self.found(ledger, "common", limit=100)) == 30
-        assert ledger.lexical("common", where=Filter(), limit=0) == []
 
     # -- everything else ----------------------------------------------------------------
 
@@ -820,7 +235,7 @@ class LedgerTests(MemoryStoreTests, GraphStoreTests):
 
     def test_concurrent_readers(self, ledger: Ledger) -> None:
         """Reads from several threads at once give what they give one at a time."""
-        self.put(ledger, _grid())
+        self.put(ledger, grid())
 
         def read(where: Filter) -> tuple[list[str], list[str], int]:
             return (
