@@ -128,9 +128,9 @@ def test_forget_deletes_everything_of_the_user_and_nothing_else(
     # The report counts what was there.
     assert report.user_id == "u1"
     assert report.drawers == before_u1["drawers"]
-    assert report.memories == before_u1["memories"] == 5
+    assert report.memories == before_u1["memories"] >= 5  # and what mining extracted
     assert report.history == before_u1["history"]
-    assert report.triples == before_u1["triples"] == 2
+    assert report.triples == before_u1["triples"] >= 2
     assert report.entities == before_u1["entities"]
     assert report.closets == before_u1["closets"]
     assert report.sources == 1
@@ -181,8 +181,8 @@ def test_forget_deletes_everything_of_the_user_and_nothing_else(
     assert palace.memories(user_id="u1", status=None) == []
     assert palace.kg.stats(user_id="u1").triples == 0
     assert palace.wings(user_id="u1") == {}
-    assert len(palace.memories(user_id="u2", status=None)) == 5
-    assert palace.kg.stats(user_id="u2").triples == 2
+    assert len(palace.memories(user_id="u2", status=None)) == before_u2["memories"]
+    assert palace.kg.stats(user_id="u2").triples == before_u2["triples"]
     assert palace.search("zanzibarite", k=20, user_id="u2")
     # A reopened palace agrees (nothing was left in the index's files).
     palace.close()
