@@ -46,7 +46,7 @@ test: lint
 # random points...), then the property and fuzz tests again with 5 times their examples.
 test-slow: install
 	$(BIN)/python -m pytest -q -m long
-	PALACE_HYPOTHESIS_EXAMPLES=5 $(BIN)/python -m pytest -q tests/test_properties.py tests/test_fuzz_sources.py
+	HYPOTHESIS_EXAMPLES_FACTOR=5 $(BIN)/python -m pytest -q tests/test_properties.py tests/test_fuzz_sources.py
 
 demo: install
 	$(BIN)/python examples/demo.py

@@ -3,7 +3,7 @@
 - **SIGKILL at 20 seeded random points.** A clean mine (fresh, and over an older version
   of the corpus) is instrumented to count every point a kill can land on (each embedding
   call, batch commit, index upsert, journal clear and ledger transaction); 20 of those
-  points are drawn with a seeded generator (``PALACE_KILL_SEED``; ``PALACE_KILL_POINTS``
+  points are drawn with a seeded generator (``KILL_SEED``; ``KILL_POINTS``
   for more). At each, a mine in a child process kills itself there; the mine is run again
   and the ledger must hold exactly the drawers of a clean mine (same ids, same text), with
   Chroma and FTS agreeing with it.
@@ -59,7 +59,10 @@ from palace_retrievers.mining import StorageFullError
 from palace_retrievers.records import Filter
 
 FILES = 8
-POINTS = int(os.environ.get("PALACE_KILL_POINTS", "20"))
+POINTS = int(os.environ.get("KILL_POINTS", "20"))
+#: Which points are drawn. (Not a ``PALACE_*`` variable: those are palace settings, and
+#: the module-scoped palaces here are opened before the per-test fixture clears them.)
+KILL_SEED = int(os.environ.get("KILL_SEED", str(SEED)))
 
 
 # -- SIGKILL at random points -----------------------------------------------------------
@@ -129,7 +132,7 @@ def killing(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     clean = snapshot(root / "clean")
     assert snapshot(root / "edited") == clean
     assert len(clean["drawers"]) > 30
-    cases = random.Random(SEED).sample(events, min(POINTS, len(events)))
+    cases = random.Random(KILL_SEED).sample(events, min(POINTS, len(events)))
     return {"root": root, "corpus": corpus, "clean": clean, "cases": cases}
 
 

@@ -13,7 +13,7 @@ of any shape where a field is expected). Then, for every example:
   is still there.
 
 FAKE embedder and the exact ``sqlite`` backend (real SQLite): this is about robustness,
-not meaning. ``PALACE_HYPOTHESIS_EXAMPLES`` multiplies the example counts (``make
+not meaning. ``HYPOTHESIS_EXAMPLES_FACTOR`` multiplies the example counts (``make
 test-slow``).
 """
 
@@ -39,9 +39,9 @@ from palace_retrievers.sources import Skipped, SourceEntry
 
 
 def fuzz(n: int) -> settings:
-    """``n`` examples (times ``PALACE_HYPOTHESIS_EXAMPLES``), no deadline."""
+    """``n`` examples (times ``HYPOTHESIS_EXAMPLES_FACTOR``), no deadline."""
     return settings(
-        max_examples=n * int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "1")),
+        max_examples=n * int(os.environ.get("HYPOTHESIS_EXAMPLES_FACTOR", "1")),
         deadline=None,
         suppress_health_check=[
             HealthCheck.too_slow,

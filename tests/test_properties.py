@@ -15,7 +15,7 @@
 
 The FAKE embedder is used throughout (meaning does not matter to any of these), with
 real SQLite and real Chroma. ``max_examples`` stays modest so the suite stays fast;
-``PALACE_HYPOTHESIS_EXAMPLES`` raises it for a thorough run (``make test-slow``).
+``HYPOTHESIS_EXAMPLES_FACTOR`` raises it for a thorough run (``make test-slow``).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from palace_retrievers.records import Drawer, Filter
 
 
 def examples(n: int) -> int:
-    """``n``, or ``n`` times the factor in ``PALACE_HYPOTHESIS_EXAMPLES`` (slow runs)."""
-    return n * int(os.environ.get("PALACE_HYPOTHESIS_EXAMPLES", "1"))
+    """``n``, or ``n`` times the factor in ``HYPOTHESIS_EXAMPLES_FACTOR`` (slow runs)."""
+    return n * int(os.environ.get("HYPOTHESIS_EXAMPLES_FACTOR", "1"))
 
 
 def fast(n: int) -> settings:
