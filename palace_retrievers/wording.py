@@ -461,8 +461,11 @@ def tokens(text: str) -> list[Token]:
 
 def read(text: str) -> tuple[str, list[Token]]:
     """``(prepared(text), tokens(text))``: token offsets point into the first."""
-    ready, toks = _read(text)
+    ready, toks = _read(text) if len(text) <= _CACHED_CHARS else _read.__wrapped__(text)
     return ready, list(toks)
+
+
+_CACHED_CHARS = 1000  # memories are short; a long text is read again rather than kept
 
 
 @functools.lru_cache(maxsize=4096)
