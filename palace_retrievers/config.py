@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 import types
 from collections.abc import Mapping
@@ -27,7 +28,8 @@ from palace_retrievers.kg import DEFAULT_SINGLE_VALUED
 CONFIG_FILE = "palace.toml"
 ENV_PREFIX = "PALACE_"
 #: ``PALACE_*`` variables that are not configuration keys.
-ENV_RESERVED = frozenset({"PALACE_PATH", "PALACE_PLUGINS"})
+#: (The two tokens are read by ``palace mcp --http`` and ``palace serve``.)
+ENV_RESERVED = frozenset({"PALACE_PATH", "PALACE_PLUGINS", "PALACE_MCP_TOKEN", "PALACE_WEB_TOKEN"})
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -398,6 +400,10 @@ class GraphConfig:
 class Config:
     """Everything a palace can be told. See ``docs`` in each field's metadata."""
 
+    ledger: str = field(
+        default="sqlite",
+        metadata=_doc('system of record: "sqlite" (embedded) or "postgres" ([ledgers.postgres])'),
+    )
     backend: str = field(default="chroma", metadata=_doc("vector index backend plugin"))
     embedder: str = field(default="sentence-transformers", metadata=_doc("embedder plugin"))
     model: str | None = field(
@@ -409,6 +415,9 @@ class Config:
     mining: MiningConfig = field(default_factory=MiningConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
+    ledgers: dict[str, dict[str, Any]] = field(
+        default_factory=dict, metadata=_doc("options per ledger, e.g. [ledgers.postgres] url")
+    )
     backends: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per backend plugin, e.g. [backends.chroma]")
     )
@@ -421,6 +430,10 @@ class Config:
     memory_extractors: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per memory extractor plugin")
     )
+
+    def ledger_options(self) -> dict[str, Any]:
+        """The options table of the selected ledger (empty when there is none)."""
+        return dict(self.ledgers.get(self.ledger, {}))
 
     def backend_options(self) -> dict[str, Any]:
         """The options table of the selected backend (empty when there is none)."""
@@ -580,6 +593,8 @@ def render(config: Config) -> str:
         "# A commented-out key shows its default; uncomment it to pin or change it.",
     ]
 
+    plugin_tables: list[tuple[str, dict[str, Any]]] = []
+
     def emit(obj: Any, default: Any, section: str) -> None:
         tables = []
         for f in dataclasses.fields(obj):
@@ -588,7 +603,8 @@ def render(config: Config) -> str:
                 tables.append((f.name, value, getattr(default, f.name)))
                 continue
             if isinstance(value, dict):
-                continue  # plugin tables are written by hand, [backends.<name>]
+                plugin_tables.append((f.name, value))  # [backends.<name>] and the like
+                continue
             doc = f.metadata.get("doc", "")
             if value is None:
                 lines.append(f"# {f.name} = ...  # {doc}")
@@ -601,7 +617,18 @@ def render(config: Config) -> str:
             emit(table, table_default, f"{section}{name}.")
 
     emit(config, Config(), "")
+    # The options given for a ledger or plugin (a PostgreSQL URL, say) are written too:
+    # the palace must open with them again.
+    for name, table in plugin_tables:
+        for plugin, options in sorted(table.items()):
+            if options:
+                lines.extend(["", f"[{name}.{_key(plugin)}]"])
+                lines.extend(f"{_key(k)} = {_literal(v)}" for k, v in sorted(options.items()))
     return "\n".join(lines) + "\n"
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _literal(name)
 
 
 def _literal(value: Any) -> str:

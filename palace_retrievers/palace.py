@@ -38,7 +38,7 @@ from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
-from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
+from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
 from palace_retrievers.mining import Miner, MineReport, resolve_root
 from palace_retrievers.palace_memories import PalaceMemories
 from palace_retrievers.recall import Recall, merge
@@ -157,16 +157,8 @@ class Palace(PalaceMemories):
             PluginNotFoundError: the backend or embedder is not installed.
         """
         palace_dir = Path(path).expanduser() if path is not None else default_path()
-        ledger_file = palace_dir / LEDGER_FILE
-        if not ledger_file.exists():
-            if not create:
-                raise PalaceNotFoundError(
-                    f"no palace at {palace_dir}; create one with `palace init` "
-                    "(or pass --palace / set PALACE_PATH)"
-                )
-            if palace_dir.exists() and not palace_dir.is_dir():
-                raise PalaceNotFoundError(f"{palace_dir} is a file, not a palace directory")
-            palace_dir.mkdir(parents=True, exist_ok=True)
+        if palace_dir.exists() and not palace_dir.is_dir():
+            raise PalaceNotFoundError(f"{palace_dir} is a file, not a palace directory")
         if isinstance(config, Config):
             overrides: dict[str, Any] = config_module.to_dict(config)
         else:
@@ -176,6 +168,13 @@ class Palace(PalaceMemories):
             if value is not None:
                 overrides[key] = value
         cfg = config_module.load(palace_dir, overrides=overrides)
+        if not ledger_exists(palace_dir, cfg.ledger):
+            if not create:
+                raise PalaceNotFoundError(
+                    f"no palace at {palace_dir}; create one with `palace init` "
+                    "(or pass --palace / set PALACE_PATH)"
+                )
+            palace_dir.mkdir(parents=True, exist_ok=True)
         manager = plugin_manager.PluginManager(plugins=plugins)
         if isinstance(embedder, Embedder):
             emb: Any = embedder
@@ -185,7 +184,7 @@ class Palace(PalaceMemories):
         fallback_factory = manager.backend("sqlite")
         if not isinstance(emb, Embedder):
             raise PluginError(f"embedder plugin {cfg.embedder!r} did not return an Embedder")
-        ledger = SQLiteLedger(ledger_file)
+        ledger = open_ledger(palace_dir, cfg.ledger, cfg.ledger_options(), create=create)
         try:
             if not (palace_dir / config_module.CONFIG_FILE).exists():
                 (palace_dir / config_module.CONFIG_FILE).write_text(
