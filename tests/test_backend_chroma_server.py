@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,10 +41,20 @@ class TestChromaServerBackend(BackendTests):
         return factory
 
 
+_LEDGERS: list[SQLiteLedger] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_ledgers() -> Iterator[None]:
+    yield
+    while _LEDGERS:
+        _LEDGERS.pop().close()
+
+
 def _context(palace_dir: Path, **options: Any) -> BackendContext:
     palace_dir.mkdir(parents=True, exist_ok=True)
     ledger = SQLiteLedger(palace_dir / LEDGER_FILE)
-    ledger.close()  # the chroma backend never reads the ledger
+    _LEDGERS.append(ledger)
     return BackendContext(
         palace_dir=palace_dir, collection="drawers", dimension=8, ledger=ledger, options=options
     )

@@ -13,8 +13,11 @@ the prefix of this palace's collections on the server (see
 Either way the collections are HNSW in cosine space (``ef_search``, ``ef_construction``
 and ``max_neighbors`` are options). Chroma never embeds anything here: every upsert and
 query passes vectors, and the collections are created with no embedding function, so
-Chroma never tries to download its default model. Telemetry is off. Filters become a
-Chroma ``where`` clause, applied inside the HNSW query.
+Chroma never tries to download its default model. Telemetry is off.
+
+Filters: a query first asks for the nearest neighbours unfiltered and keeps those whose
+filter fields (cached, see :mod:`palace_plugins.builtin.filter_fields`) pass; when too few
+pass, it hands Chroma the filter as a ``where`` clause, applied inside the HNSW query.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import numpy.typing as npt
 
+from palace_plugins.builtin.filter_fields import FieldCache, Fields
 from palace_plugins.builtin.server_names import namespace
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
@@ -41,6 +45,9 @@ from palace_retrievers.index import (
 from palace_retrievers.records import Filter
 
 DEFAULTS: dict[str, int] = {"ef_search": 200, "ef_construction": 200, "max_neighbors": 32}
+#: Nearest neighbours a filtered query asks for unfiltered before it hands Chroma the
+#: filter (after a first probe of ``max(3k, 30)``).
+PROBE = 1000
 #: The options that select and reach a Chroma server (none of them: embedded).
 SERVER_OPTIONS = {"url", "host", "port", "ssl", "headers", "tenant", "database", "namespace"}
 
@@ -155,6 +162,7 @@ class ChromaIndex(VectorIndex):
                 "ledger"
             ) from exc
         self._batch = max(1, min(5000, self._client.get_max_batch_size()))
+        self._fields = FieldCache(context.ledger, self._fetch_fields)
 
     def _open_collection(self) -> Any:
         return self._client.get_or_create_collection(
@@ -179,10 +187,12 @@ class ChromaIndex(VectorIndex):
                     for e in batch
                 ],
             )
+            self._fields.learn(batch)
 
     def delete(self, *, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), self._batch):
             self._collection.delete(ids=list(ids[start : start + self._batch]))
+        self._fields.forget(ids)
 
     def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
         if k <= 0:
@@ -190,16 +200,33 @@ class ChromaIndex(VectorIndex):
         total = self._collection.count()
         if total == 0:
             return []
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        # The nearest neighbours unfiltered, then filtered here (see filter_fields): enough
+        # of them pass unless the filter is selective. A probe that got fewer neighbours
+        # than it asked for saw the whole collection.
+        for probe in sorted({min(total, max(3 * k, 30)), min(total, max(k, PROBE))}):
+            nearest = self._nearest(query, probe, None)
+            fields = self._fields.lookup([i for i, _ in nearest])
+            passing = [(i, d) for i, d in nearest if i in fields and fields[i].passes(where)]
+            if len(passing) >= k or len(nearest) < probe:
+                return _matches(passing)[:k]
+        return _matches(self._nearest(query, min(k, total), chroma_where(where)))
+
+    def _nearest(
+        self, query: npt.NDArray[np.float32], n: int, where: dict[str, Any] | None
+    ) -> list[tuple[str, float]]:
         result = self._collection.query(
-            query_embeddings=np.asarray(vector, dtype=np.float32).reshape(1, -1),
-            n_results=min(k, total),
-            where=chroma_where(where),
-            include=["distances"],
+            query_embeddings=query, n_results=n, where=where, include=["distances"]
         )
-        ids = result["ids"][0]
         distances = (result["distances"] or [[]])[0]
-        matches = [VectorMatch(i, 1.0 - float(d)) for i, d in zip(ids, distances, strict=True)]
-        return sorted(matches, key=lambda m: (-m.similarity, m.id))
+        return list(zip(result["ids"][0], (float(d) for d in distances), strict=True))
+
+    def _fetch_fields(self, ids: Sequence[str]) -> list[tuple[str, Fields]]:
+        got = self._collection.get(ids=list(ids), include=["metadatas"])
+        return [
+            (i, Fields.from_metadata(m or {}))
+            for i, m in zip(got["ids"], got["metadatas"] or [], strict=True)
+        ]
 
     def count(self) -> int:
         return int(self._collection.count())
@@ -209,6 +236,7 @@ class ChromaIndex(VectorIndex):
         # dimension, so that a reindex with another embedding model can fill it again.
         self._client.delete_collection(self._name)
         self._collection = self._open_collection()
+        self._fields.forget()
 
     def health(self) -> Health:
         try:
@@ -223,6 +251,11 @@ class ChromaIndex(VectorIndex):
         client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _matches(found: Sequence[tuple[str, float]]) -> list[VectorMatch]:
+    matches = [VectorMatch(i, 1.0 - d) for i, d in found]
+    return sorted(matches, key=lambda m: (-m.similarity, m.id))
 
 
 def _forget_failed_system(path: str) -> None:
