@@ -5,9 +5,8 @@ processes (``python tests/pg_palace.py ...``), which stand for other machines sh
 palace: each has a folder of its own (its ``palace.toml``, its writer lock) and the same
 PostgreSQL schema.
 
-``open_postgres_palace`` builds the palace from its parts with
-:func:`~palace_retrievers.ledger.open_ledger.open_ledger`, as ``Palace.open`` does once
-``ledger = "postgres"`` is wired into the configuration.
+``open_postgres_palace`` is ``Palace.open`` with ``ledger = "postgres"`` and the
+``[ledgers.postgres]`` options in the configuration it is given.
 """
 
 from __future__ import annotations
@@ -17,12 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.manager import PluginManager
 from palace_retrievers import Palace
-from palace_retrievers import config as config_module
 from palace_retrievers.embedder import Embedder
-from palace_retrievers.indexes import IndexSet
-from palace_retrievers.ledger.open_ledger import open_ledger
 
 
 def open_postgres_palace(
@@ -36,34 +31,13 @@ def open_postgres_palace(
     plugins: tuple[object, ...] = (),
 ) -> Palace:
     """The palace in folder ``path`` with its ledger in ``schema`` at ``url``."""
-    path.mkdir(parents=True, exist_ok=True)
-    overrides: dict[str, Any] = {"backend": backend, "embedder": "fake"}
+    config: dict[str, Any] = {
+        "ledger": "postgres",
+        "ledgers": {"postgres": {"url": url, "schema": schema}},
+    }
     if backend_options:
-        overrides["backends"] = {backend: backend_options}
-    config = config_module.load(path, overrides=overrides)
-    manager = PluginManager(plugins=plugins)
-    ledger = open_ledger(path, "postgres", {"url": url, "schema": schema})
-    try:
-        indexes = IndexSet(
-            backend=backend,
-            factory=manager.backend(backend),
-            fallback=manager.backend("sqlite"),
-            palace_dir=path,
-            ledger=ledger,
-            dimension=embedder.dimension,
-            options=config.backend_options(),
-        )
-    except BaseException:
-        ledger.close()
-        raise
-    return Palace(
-        path=path,
-        config=config,
-        ledger=ledger,
-        embedder=embedder,
-        plugins=manager,
-        indexes=indexes,
-    )
+        config["backends"] = {backend: backend_options}
+    return Palace.open(path, config=config, embedder=embedder, backend=backend, plugins=plugins)
 
 
 def _child(arguments: dict[str, Any]) -> None:

@@ -9,7 +9,6 @@ and a palace on the PostgreSQL ledger works end to end, shared by two processes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -23,7 +22,6 @@ import pytest
 
 from palace_plugins.testing import LedgerTests
 from palace_retrievers import Palace
-from palace_retrievers.config import Config
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.errors import PalaceNotFoundError
 from palace_retrievers.ledger import Ledger
@@ -239,12 +237,6 @@ def test_two_processes_share_one_postgres_palace(
         assert here.stats().ledger.drawers == 2
 
 
-_WIRED = "ledger" in {f.name for f in dataclasses.fields(Config)}
-
-
-@pytest.mark.xfail(
-    not _WIRED, reason="needs `ledger` in config.py and open_ledger in Palace.open", strict=True
-)
 def test_palace_open_picks_the_postgres_ledger(
     postgres: PostgresService, fresh_schema: str, tmp_path: Path
 ) -> None:
