@@ -384,7 +384,7 @@ def _raw_tokens(text: str) -> Iterator[Token]:
             expanded = word[:-2]
         for part in (expanded or word).split():
             key = lemma(part)
-            kind = "date" if part in _WEEKDAYS else "word"
+            kind = "date" if part in _WEEKDAYS else "num" if key.isdigit() else "word"
             yield Token(key, part, kind, start, end, proper and part == word)
 
 

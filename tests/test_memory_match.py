@@ -297,3 +297,10 @@ def test_a_questions_slot_finds_the_memory_that_answers_it() -> None:
     assert slot_of("I moved to Porto") == question_slots("Where do I live?")[0]
     assert slots_match(question_slots("When is standup?")[0], slot_of("The team standup is at 9am"))
     assert not slots_match("my birthday|date", "my sister birthday|date")
+
+
+def test_spelled_numbers_are_values() -> None:
+    # Found by the blind held-out set: "two coffees" / "one coffee" was merged as a duplicate.
+    match = compare("I drink two coffees a day", "I drink one coffee a day now", similarity=0.93)
+    assert match.verdict == "update"
+    assert compare("I have two cats", "I have 2 cats", similarity=0.9).verdict == "duplicate"
