@@ -257,8 +257,17 @@ class Palace(PalaceMemories):
         wait = self.config.mining.lock_timeout if timeout is None else timeout
         with self._writer.hold(operation, timeout=wait):
             if first:
+                self._repair_lexical()
                 self._sync_index()
             yield
+
+    def _repair_lexical(self) -> None:
+        """Rebuild the full-text index when it is missing or disagrees with the ledger
+        (a dropped or emptied table), before anything is written through it."""
+        problem = self.ledger.lexical_problem()
+        if problem is not None:
+            log.warning("rebuilding the full-text index: %s", problem)
+            self.ledger.rebuild_lexical()
 
     def _sync_index(self) -> int:
         """Bring the vector indexes up to the ledger; returns how many ids were applied.
@@ -724,6 +733,7 @@ class Palace(PalaceMemories):
             return self._reindex(progress=progress)
 
     def _reindex(self, *, progress: Progress | None) -> int:
+        self.ledger.rebuild_lexical()  # a repair: full text is derived from the ledger too
         if self.ledger.get_meta("embedding_model") not in (None, self.embedder.model_name):
             for batch in self.ledger.iter_drawers(batch_size=self.config.mining.batch_size):
                 vectors = self._embed([d.text for d in batch])

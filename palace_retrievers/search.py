@@ -160,9 +160,18 @@ class SearchPipeline:
         words = list(dict.fromkeys(terms(query, stemming=False)))[:MAX_QUERY_TERMS]
         if not self._config.lexical or not words:
             return []
-        found = self._ledger.lexical(
-            " ".join(words), where=where, limit=self._config.lexical_candidates
-        )
+        try:
+            found = self._ledger.lexical(
+                " ".join(words), where=where, limit=self._config.lexical_candidates
+            )
+        except Exception as exc:  # signal, not gate: the vector floor still answers
+            log.warning(
+                "the full-text stage failed and was skipped (%s: %s); "
+                "`palace reindex` rebuilds the full-text index",
+                type(exc).__name__,
+                exc,
+            )
+            return []
         return [drawer_id for drawer_id, _ in found]
 
     def _closet_boosts(

@@ -189,6 +189,13 @@ class Ledger(MemoryStore, GraphStore, ABC):
     def vector_table(self, collection: str) -> VectorTable:
         """Every stored vector of ``collection`` at once, for an exact scan."""
 
+    def lexical_problem(self) -> str | None:
+        """What is wrong with the full-text index, or ``None`` (none by default)."""
+        return None
+
+    def rebuild_lexical(self) -> None:
+        """Rebuild the full-text index from the drawers and memories."""
+
     @abstractmethod
     def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
         """Full-text candidates ``(id, score)``, best first (higher score is better)."""

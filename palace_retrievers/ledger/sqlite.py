@@ -46,6 +46,12 @@ _INDEXED = {
     "closets": ("coalesce(source_key, '')", "'closet'", "1"),
     "memories": ("''", "kind", "status = 'active'"),
 }
+#: The full-text tables of each table with text: words, then trigrams (Chinese etc.).
+_FULL_TEXT = (
+    ("drawers", ("drawers_fts", "drawers_trigram")),
+    ("memories", ("memories_fts", "memories_trigram")),
+)
+_TOKENIZERS = ("unicode61 remove_diacritics 2", "trigram")
 _SOURCE_COLUMNS = (
     "wing, source_key, location, content_hash, mtime, normalize_version, drawer_count, root, plugin"
 )
@@ -153,7 +159,8 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
                     )
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back already (disk full)
+                    self._db.execute("ROLLBACK")
                 raise
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -511,6 +518,28 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         )
 
     # -- full text ----------------------------------------------------------------------
+
+    def lexical_problem(self) -> str | None:
+        names = {r[0] for r in self._read("SELECT name FROM sqlite_master")}
+        for content, fts in _FULL_TEXT:
+            for table in fts:
+                if table not in names or f"{table}_docsize" not in names:
+                    return f"the full-text table {table} is missing"
+                ((indexed,),) = self._read(f"SELECT count(*) FROM {table}_docsize")
+                ((rows,),) = self._read(f"SELECT count(*) FROM {content}")
+                if indexed != rows:
+                    return f"the full-text table {table} indexes {indexed} of {rows} {content}"
+        return None
+
+    def rebuild_lexical(self) -> None:
+        with self._write(bump=False) as db:
+            for content, fts in _FULL_TEXT:
+                for table, tokenize in zip(fts, _TOKENIZERS, strict=True):
+                    db.execute(
+                        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5 (text, "
+                        f"content = '{content}', content_rowid = 'rowid', tokenize = '{tokenize}')"
+                    )
+                    db.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
 
     def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
         words = _WORD.findall(query)
