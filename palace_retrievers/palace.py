@@ -39,7 +39,7 @@ from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
-from palace_retrievers.mining import Miner, MineReport, resolve_root
+from palace_retrievers.mining import Miner, MineReport, resolve_root, storable
 from palace_retrievers.palace_memories import PalaceMemories
 from palace_retrievers.recall import Recall, merge
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
@@ -410,6 +410,7 @@ class Palace(PalaceMemories):
         for index, (text, meta) in enumerate(zip(texts, metadatas, strict=True)):
             if not isinstance(text, str) or not text.strip():
                 raise InvalidQueryError(f"text {index} is empty: a drawer needs some text")
+            text = texts[index] = storable(text)  # lone surrogates cannot be stored
             fields = {k: meta[k] for k in DRAWER_FIELDS if meta.get(k) is not None}
             owner = fields.get("user_id", user_id)
             drawer_wing = str(fields.get("wing", wing))

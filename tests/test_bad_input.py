@@ -270,3 +270,11 @@ def test_another_embedding_model(
     palace = open_palace(palace_dir, fake=False)
     assert palace.stats().model == "sentence-transformers/all-MiniLM-L6-v2"
     assert palace.search(QUERY, k=3)
+
+
+def test_a_text_with_a_lone_surrogate_is_stored_with_a_replacement(palace: Palace) -> None:
+    # UTF-8 (and so SQLite) cannot hold a lone surrogate: it becomes U+FFFD, as in mining,
+    # instead of a UnicodeEncodeError from deep inside the ledger.
+    (drawer_id,) = palace.add_texts(["half a pair \ud800 here"])
+    (drawer,) = palace.get([drawer_id])
+    assert drawer.text == "half a pair \ufffd here"
