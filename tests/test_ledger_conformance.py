@@ -44,7 +44,6 @@ RESET = (
     "entities",
     "triples",
     "index_pending",
-    "meta",
 )
 
 
@@ -86,6 +85,7 @@ def pg_schema(postgres: PostgresService, suite_schema: str) -> str:
         conn.execute(
             "BEGIN; "
             + " ".join(f"DELETE FROM {table};" for table in RESET)
+            + " DELETE FROM meta WHERE key <> 'lexical_version';"
             + " INSERT INTO meta VALUES ('generation', '0'); COMMIT;"
         )
     return suite_schema

@@ -382,3 +382,27 @@ def test_owners_and_keys_for_export(open_pg: Callable[..., PostgresLedger]) -> N
     assert owners == ["", "u1", "u2", "u3"]
     assert orphans == {"u1": ["m2"]}
     assert subjects == {"u3": ["amy", "zed"]}
+
+
+def test_full_text_repairs_itself(
+    open_pg: Callable[..., PostgresLedger], postgres: PostgresService, schema: str
+) -> None:
+    """A dropped GIN index, text cut by another version, a damaged row: noticed (the
+    palace asks before each write) and repaired by rebuild_lexical."""
+    ledger = open_pg()
+    ledger.upsert_drawers(
+        [drawer("a", "the heron nests by the lake"), drawer("b", "勺嘴鹬")], vectors(2), model="m"
+    )
+    assert ledger.lexical_problem() is None
+    postgres.sql(f"DROP INDEX {schema}.drawers_words")
+    assert "drawers_words" in (ledger.lexical_problem() or "")
+    ledger.rebuild_lexical()
+    assert ledger.lexical_problem() is None
+    postgres.sql(f"UPDATE {schema}.drawers SET words = '', grams = ''")
+    postgres.sql(f"UPDATE {schema}.meta SET value = '0' WHERE key = 'lexical_version'")
+    assert "version 0" in (ledger.lexical_problem() or "")
+    assert ledger.lexical("heron", where=Filter(), limit=5) == []
+    ledger.rebuild_lexical(batch_size=1)
+    assert ledger.lexical_problem() is None
+    assert [i for i, _ in ledger.lexical("heron", where=Filter(), limit=5)] == ["a"]
+    assert [i for i, _ in ledger.lexical("勺嘴鹬", where=Filter(), limit=5)] == ["b"]

@@ -409,3 +409,34 @@ class DrawerStoreTests(LedgerSuite):
         assert len(self.found(ledger, "common", limit=5)) == 5
         assert len(self.found(ledger, "common", limit=100)) == 30
         assert ledger.lexical("common", where=Filter(), limit=0) == []
+
+    def test_rebuilding_the_full_text_changes_no_answer(self, ledger: Ledger) -> None:
+        self.put(
+            ledger,
+            [
+                drawer("en", "the heron nests by the lake", user_id="u1"),
+                drawer("zh", "中国用户的数据存储在阿里云上海区域"),
+            ],
+        )
+        ledger.save_memories([memory("m", "the orders database is PostgreSQL")])
+        assert ledger.lexical_problem() is None
+        before = (
+            self.found(ledger, "heron lake", Filter(user_id="u1")),
+            self.found(ledger, "数据存储"),
+            ledger.lexical_memories("orders database", user_id=None),
+        )
+        ledger.clear_pending("drawers")
+        ledger.clear_pending("memories")
+        generation = ledger.generation()
+        ledger.rebuild_lexical()
+        assert ledger.lexical_problem() is None
+        after = (
+            self.found(ledger, "heron lake", Filter(user_id="u1")),
+            self.found(ledger, "数据存储"),
+            ledger.lexical_memories("orders database", user_id=None),
+        )
+        assert after == before
+        assert (before[0], before[1], [i for i, _ in before[2]]) == (["en"], ["zh"], ["m"])
+        assert ledger.generation() == generation
+        assert ledger.pending_index("drawers") == []
+        assert ledger.pending_index("memories") == []

@@ -60,6 +60,13 @@ _WRITTEN = (
     "source_mtime, normalize_version, filed_at, content_date, ts, user_id, kind, metadata, "
     "embedding, embedding_model, words, grams"
 )
+#: The full-text GIN indexes: name → (table, column).
+_FULL_TEXT_INDEXES = {
+    "drawers_grams": ("drawers", "grams"),
+    "drawers_words": ("drawers", "words"),
+    "memories_grams": ("memories", "grams"),
+    "memories_words": ("memories", "words"),
+}
 _SOURCE_COLUMNS = (
     "wing, source_key, location, content_hash, mtime, normalize_version, drawer_count, root, plugin"
 )
@@ -70,6 +77,10 @@ _COLLECTIONS = {
     "closets": ("closets", "coalesce(source_key, '')", "'closet'", "TRUE"),
     "memories": ("memories", "''", "kind", "status = 'active'"),
 }
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _blob(vector: npt.ArrayLike) -> bytes:
@@ -487,6 +498,55 @@ class PostgresLedger(
                 )
 
     # -- full text ----------------------------------------------------------------------
+
+    def lexical_problem(self) -> str | None:
+        """A missing or invalid GIN index, or full text cut by another version of
+        :mod:`~palace_retrievers.ledger.postgres_text` (one query: it runs before writes)."""
+        ((present, version),) = self._read(
+            "SELECT (SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}') "
+            "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indisvalid AND c.relnamespace = to_regnamespace(%s) "
+            "AND c.relname = ANY(%s)), "
+            "(SELECT value FROM meta WHERE key = 'lexical_version')",
+            (_quoted(self.schema), list(_FULL_TEXT_INDEXES)),
+        )
+        missing = sorted(set(_FULL_TEXT_INDEXES) - set(present))
+        if missing:
+            return f"the full-text indexes {', '.join(missing)} are missing or invalid"
+        if version != str(fts.VERSION):
+            return f"the full text was cut by version {version} (this one is {fts.VERSION})"
+        return None
+
+    def rebuild_lexical(self, *, batch_size: int = 1000) -> None:
+        """Cut every drawer's and memory's text again and rebuild the GIN indexes; the
+        vector-index journal and the generation are left alone."""
+        with self._write(bump=False) as conn:
+            for index, (table, column) in _FULL_TEXT_INDEXES.items():
+                conn.execute(f"DROP INDEX IF EXISTS {index}")
+                conn.execute(f"CREATE INDEX {index} ON {table} USING gin ({column})")
+        for table in ("drawers", "memories"):
+            last = 0
+            while True:
+                with self._write(bump=False) as conn:
+                    rows = conn.execute(
+                        f"SELECT seq, id, text FROM {table} WHERE seq > %s ORDER BY seq LIMIT %s",
+                        (last, batch_size),
+                    ).fetchall()
+                    if not rows:
+                        break
+                    last = rows[-1][0]
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            f"UPDATE {table} SET words = %s::tsvector, grams = %s::tsvector "
+                            "WHERE id = %s",
+                            [(*fts.document(text), row_id) for _, row_id, text in rows],
+                        )
+        with self._write(bump=False) as conn:
+            conn.execute(
+                "INSERT INTO meta VALUES ('lexical_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (str(fts.VERSION),),
+            )
 
     def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
         condition, params = where_sql(where, "d")

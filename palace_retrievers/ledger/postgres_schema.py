@@ -221,7 +221,12 @@ MIGRATIONS: tuple[str, ...] = (
         RETURN NULL;
     END
     $$;
-    CREATE TRIGGER drawers_journal AFTER INSERT OR UPDATE OR DELETE ON drawers
+    CREATE TRIGGER drawers_journal AFTER INSERT OR DELETE ON drawers
+        FOR EACH ROW EXECUTE FUNCTION journal_change('drawers');
+    -- An update journals a drawer when it touches its index entry (an upsert sets every
+    -- column), not when only its full text is rebuilt.
+    CREATE TRIGGER drawers_journal_update AFTER UPDATE OF
+        id, text, wing, room, source, user_id, kind, ts, embedding ON drawers
         FOR EACH ROW EXECUTE FUNCTION journal_change('drawers');
     CREATE TRIGGER closets_journal AFTER INSERT OR UPDATE OR DELETE ON closets
         FOR EACH ROW EXECUTE FUNCTION journal_change('closets');
@@ -234,6 +239,8 @@ MIGRATIONS: tuple[str, ...] = (
         FOR EACH ROW EXECUTE FUNCTION journal_change('memories');
 
     INSERT INTO meta VALUES ('generation', '0');
+    -- The version of postgres_text that wrote the words and grams columns.
+    INSERT INTO meta VALUES ('lexical_version', '1');
     """,
 )
 

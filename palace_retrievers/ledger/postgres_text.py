@@ -23,6 +23,9 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+#: The version of the cutting below; the ledger recomputes its full text when it changes.
+VERSION = 1
+
 _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 #: PostgreSQL keeps positions up to 16,383 and at most 256 positions per lexeme.
