@@ -19,9 +19,7 @@ fences long enough that no text can close them. It is not read back.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import closing
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -32,7 +30,6 @@ import numpy.typing as npt
 from palace_retrievers.embedder import unit_rows
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.kg import Triple, entity_key
-from palace_retrievers.ledger.sqlite import LEDGER_FILE
 from palace_retrievers.memories import Memory, MemoryEvent
 from palace_retrievers.palace import Palace
 from palace_retrievers.records import Drawer
@@ -76,33 +73,9 @@ Keys = dict[str, list[str]]
 
 def _owners_and_keys(palace: Palace) -> tuple[list[str], Keys, Keys]:
     """Every owner (stored form, ``""`` for unowned), the ids of memories whose history
-    outlived them, and each owner's triple subject keys.
-
-    The ledger's interface reads one owner at a time and one entity at a time; these
-    lists, which it has no call for, are read from the ledger file's tables (read-only).
-    """
-    uri = (palace.path / LEDGER_FILE).resolve().as_uri() + "?mode=ro"
-    with closing(sqlite3.connect(uri, uri=True)) as db:
-        owners = sorted(
-            row[0]
-            for row in db.execute(
-                "SELECT user_id FROM drawers UNION SELECT user_id FROM memories "
-                "UNION SELECT user_id FROM memory_history UNION SELECT user_id FROM triples"
-            )
-        )
-        orphans: Keys = {}
-        for owner, memory_id in db.execute(
-            "SELECT DISTINCT h.user_id, h.memory_id FROM memory_history h "
-            "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = h.memory_id) "
-            "ORDER BY h.user_id, h.memory_id"
-        ):
-            orphans.setdefault(owner, []).append(memory_id)
-        subjects: Keys = {}
-        for owner, key in db.execute(
-            "SELECT DISTINCT user_id, subject_key FROM triples ORDER BY user_id, subject_key"
-        ):
-            subjects.setdefault(owner, []).append(key)
-    return owners, orphans, subjects
+    outlived them, and each owner's triple subject keys (see
+    :meth:`~palace_retrievers.ledger.Ledger.owners_and_keys`)."""
+    return palace.ledger.owners_and_keys()
 
 
 def export_records(palace: Palace, *, user_id: str | None = EVERYONE) -> Iterator[dict[str, Any]]:

@@ -243,6 +243,12 @@ class Ledger(MemoryStore, GraphStore, ABC):
         """Replace the stored vectors of these closets (used when re-embedding)."""
 
     @abstractmethod
+    def owners_and_keys(self) -> tuple[list[str], dict[str, list[str]], dict[str, list[str]]]:
+        """What ``palace export`` walks: every owner in stored form (``""`` for unowned),
+        each owner's ids of memories whose history outlived them, and each owner's
+        triple subject keys, all sorted."""
+
+    @abstractmethod
     def stats(self) -> LedgerStats:
         """Counts of drawers, sources and closets, per wing and room."""
 

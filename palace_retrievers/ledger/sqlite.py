@@ -737,6 +737,31 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
                 ],
             )
 
+    # -- export -------------------------------------------------------------------------
+
+    def owners_and_keys(self) -> tuple[list[str], dict[str, list[str]], dict[str, list[str]]]:
+        owners = [
+            row[0]
+            for row in self._read(
+                "SELECT user_id FROM drawers UNION SELECT user_id FROM memories "
+                "UNION SELECT user_id FROM memory_history UNION SELECT user_id FROM triples "
+                "ORDER BY 1"
+            )
+        ]
+        orphans: dict[str, list[str]] = {}
+        for owner, memory_id in self._read(
+            "SELECT DISTINCT h.user_id, h.memory_id FROM memory_history h "
+            "WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = h.memory_id) "
+            "ORDER BY 1, 2"
+        ):
+            orphans.setdefault(owner, []).append(memory_id)
+        subjects: dict[str, list[str]] = {}
+        for owner, key in self._read(
+            "SELECT DISTINCT user_id, subject_key FROM triples ORDER BY 1, 2"
+        ):
+            subjects.setdefault(owner, []).append(key)
+        return owners, orphans, subjects
+
     # -- status -------------------------------------------------------------------------
 
     def stats(self) -> LedgerStats:
