@@ -45,9 +45,13 @@ from palace_retrievers.index import (
 from palace_retrievers.records import Filter
 
 DEFAULTS: dict[str, int] = {"ef_search": 200, "ef_construction": 200, "max_neighbors": 32}
-#: Nearest neighbours a filtered query asks for unfiltered before it hands Chroma the
-#: filter (after a first probe of ``max(3k, 30)``).
+#: Nearest neighbours a query asks for unfiltered, at most, before it hands Chroma the
+#: filter; before that, a first probe of ``max(3k, 30)`` when only the owner is asked for
+#: (nearly every neighbour passes), or ``max(3k, 300)`` with a wing, room, kind or time
+#: (a tenth of the drawers passing leaves some 30).
 PROBE = 1000
+FIRST_PROBE = 30
+FIRST_PROBE_NARROW = 300
 #: The options that select and reach a Chroma server (none of them: embedded).
 SERVER_OPTIONS = {"url", "host", "port", "ssl", "headers", "tenant", "database", "namespace"}
 
@@ -204,7 +208,11 @@ class ChromaIndex(VectorIndex):
         # The nearest neighbours unfiltered, then filtered here (see filter_fields): enough
         # of them pass unless the filter is selective. A probe that got fewer neighbours
         # than it asked for saw the whole collection.
-        for probe in sorted({min(total, max(3 * k, 30)), min(total, max(k, PROBE))}):
+        narrow = any(
+            getattr(where, name) is not None for name in ("wing", "room", "kind", "since", "until")
+        )
+        first = max(3 * k, FIRST_PROBE_NARROW if narrow else FIRST_PROBE)
+        for probe in sorted({min(total, first), min(total, max(k, PROBE))}):
             nearest = self._nearest(query, probe, None)
             fields = self._fields.lookup([i for i, _ in nearest])
             passing = [(i, d) for i, d in nearest if i in fields and fields[i].passes(where)]
