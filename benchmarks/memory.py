@@ -69,7 +69,7 @@ from palace_retrievers import Palace, remembering, wording
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.memory_match import compare
 from palace_retrievers.records import Drawer
-from palace_retrievers.slots import question_slots, slots_match
+from palace_retrievers.slots import question_slots, slot_of, slots_match
 from palace_retrievers.wording import tokens
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -464,21 +464,21 @@ SLOT_ROWS: list[str] = []
 def by_slot(palace: Palace, question: str, *, at: datetime | None) -> str | None:
     """What a slot-aware recall would answer (emulated here; the palace does not do it yet).
 
-    The memory holding the question's slot (:func:`question_slots`): the current one, or,
-    ``at`` a past date, the latest stated by then whatever its status now (superseded
-    memories keep their text and date).
+    The memory holding the question's slot (:func:`question_slots`): the latest active
+    one, or, ``at`` a past date, the latest stated by then whatever its status now
+    (superseded memories keep their text and date). A memory filed without a slot (the
+    palaces without the structural matcher) gets one from :func:`slot_of` here.
     """
     wanted = question_slots(question)
     if not wanted:
         return None
     status = "active" if at is None else None
-    held = [
-        m
-        for m in palace.memories(user_id=USER, status=status, limit=10_000)
-        if m.slot
-        and any(slots_match(m.slot, w) for w in wanted)
-        and (at is None or m.created_at <= at)
-    ]
+    held = []
+    for m in palace.memories(user_id=USER, status=status, limit=10_000):
+        slot = m.slot or slot_of(m.text)  # palaces without the matcher filed no slots
+        matches = bool(slot) and any(slots_match(slot, w) for w in wanted)
+        if matches and (at is None or m.created_at <= at):
+            held.append(m)
     return max(held, key=lambda m: m.created_at).text if held else None
 
 
