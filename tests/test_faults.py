@@ -324,7 +324,9 @@ LONG = {"hnsw-header-truncated", "hnsw-data-zeroed", "fts-emptied"}
 def _damage_param(name: str) -> Any:
     marks = [pytest.mark.long] if name in LONG else []
     if name in NOT_YET:
-        marks.append(pytest.mark.xfail(strict=True, reason=NOT_YET[name]))
+        # Not strict: what Chroma answers from a truncated file depends on where the cut
+        # falls and on its query path; the damage is not detected either way.
+        marks.append(pytest.mark.xfail(strict=False, reason=NOT_YET[name]))
     return pytest.param(name, marks=marks)
 
 

@@ -74,7 +74,9 @@ def slow_mine(
         palace_dir, backend=backend, embedder="fake", plugins=[FAKE_PLUGIN], config=CONFIG
     ).close()
     corpus = write_corpus(tmp_path / "first", 8, "alpha")
-    process = driver("mine", str(palace_dir), str(corpus), "--backend", backend, "--slow", "0.4")
+    # 8 files at 1 s each: the lock is held long enough for a second process to start
+    # (and import torch) even on a loaded 2-core machine.
+    process = driver("mine", str(palace_dir), str(corpus), "--backend", backend, "--slow", "1.0")
     wait_for_holder(palace_dir, process.pid)
     yield palace_dir, process
     if process.poll() is None:
