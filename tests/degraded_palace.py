@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli
+from palace_retrievers.errors import IndexUnavailableError
 
 TEXTS = {
     "boiler": "The boiler was serviced on Tuesday by the plumber from Porto.",
@@ -23,6 +24,7 @@ TEXTS = {
     "budget": "The quarterly budget for the greenhouse is 1,200 euros.",
 }
 QUERY = "who adopted a cat?"
+THERMOSTAT = "The greenhouse thermostat is set to 21 degrees."
 
 
 def palace_config(palace_dir: Path, backend: str, **options: Any) -> None:
@@ -67,10 +69,17 @@ def check_degrades_and_recovers(
         assert drawers.detail
         assert "DEGRADED (run `palace reindex`)" in cli_status(palace_dir)
         assert [h.id for h in palace.search(QUERY, k=3)] == expected
+        # A write reaches the ledger, then fails on the index with the palace's error.
+        with pytest.raises(IndexUnavailableError, match="palace reindex"):
+            palace.add_texts([THERMOSTAT], ids=["thermostat"])
+        assert palace.search("what is the greenhouse thermostat set to?", k=1)[0].id == (
+            "thermostat"
+        )
     finally:
         repairs()
 
     assert palace.reindex() == sum(s.ledger_count for s in palace.stats().indexes)
     assert all(s.ok for s in palace.stats().indexes)
-    assert [h.id for h in palace.search(QUERY, k=3)] == expected
+    assert palace.search(QUERY, k=3)[0].id == "cat"
+    assert palace.search("what is the greenhouse thermostat set to?", k=1)[0].id == "thermostat"
     assert "DEGRADED" not in cli_status(palace_dir)

@@ -22,7 +22,8 @@ pass, it hands Chroma the filter as a ``where`` clause, applied inside the HNSW 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -126,6 +127,7 @@ class ChromaIndex(VectorIndex):
         hnsw = {**DEFAULTS, **{k: v for k, v in context.options.items() if k in DEFAULTS}}
         address = server_address(context.options)
         path = context.palace_dir / "index" / "chroma"
+        self._server = address is not None
         if address is None:
             self._name = f"palace_{context.collection}"
             self._where = f"embedded Chroma at {path}"
@@ -173,7 +175,27 @@ class ChromaIndex(VectorIndex):
             name=self._name, embedding_function=None, configuration=self._configuration
         )
 
+    @contextmanager
+    def _server_write(self) -> Iterator[None]:
+        """A server that fails a write raises :class:`IndexUnavailableError`: the ledger
+        already holds the write, and its journal replays it on the next one."""
+        if not self._server:
+            yield
+            return
+        try:
+            yield
+        except Exception as exc:
+            raise IndexUnavailableError(
+                f"the {self._where} failed a write to {self._name} ({type(exc).__name__}: "
+                f"{exc}); the ledger keeps it, and the next write or `palace reindex` brings "
+                "the index up to date"
+            ) from exc
+
     def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
+        with self._server_write():
+            self._upsert(entries)
+
+    def _upsert(self, entries: Sequence[IndexEntry]) -> None:
         for start in range(0, len(entries), self._batch):
             batch = entries[start : start + self._batch]
             self._collection.upsert(
@@ -194,8 +216,9 @@ class ChromaIndex(VectorIndex):
             self._fields.learn(batch)
 
     def delete(self, *, ids: Sequence[str]) -> None:
-        for start in range(0, len(ids), self._batch):
-            self._collection.delete(ids=list(ids[start : start + self._batch]))
+        with self._server_write():
+            for start in range(0, len(ids), self._batch):
+                self._collection.delete(ids=list(ids[start : start + self._batch]))
         self._fields.forget(ids)
 
     def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +203,22 @@ class QdrantIndex(VectorIndex):
                 wait=True,
             )
 
+    @contextmanager
+    def _server_write(self) -> Iterator[None]:
+        """A server that fails a write raises :class:`IndexUnavailableError`: the ledger
+        already holds the write, and its journal replays it on the next one."""
+        if self._local:
+            yield
+            return
+        try:
+            yield
+        except Exception as exc:
+            raise IndexUnavailableError(
+                f"the Qdrant server {self._url} failed a write to {self._name} "
+                f"({type(exc).__name__}: {exc}); the ledger keeps it, and the next write or "
+                "`palace reindex` brings the index up to date"
+            ) from exc
+
     def _tune_local_storage(self) -> None:
         """Let local mode's SQLite file commit without waiting for the disk.
 
@@ -245,7 +261,7 @@ class QdrantIndex(VectorIndex):
                 )
                 for e in batch
             ]
-            with self._guard:
+            with self._guard, self._server_write():
                 self._client.upsert(collection_name=self._name, points=points, wait=True)
 
     def delete(self, *, ids: Sequence[str]) -> None:
@@ -253,7 +269,7 @@ class QdrantIndex(VectorIndex):
 
         for start in range(0, len(ids), BATCH):
             selector = models.PointIdsList(points=[point_id(i) for i in ids[start : start + BATCH]])
-            with self._guard:
+            with self._guard, self._server_write():
                 self._client.delete(collection_name=self._name, points_selector=selector, wait=True)
 
     def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
