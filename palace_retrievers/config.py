@@ -290,6 +290,13 @@ class MemoryConfig:
     recall_candidates: int = field(
         default=20, metadata=_doc("memories fetched per search (vector and full text each)")
     )
+    slot_weight: float = field(
+        default=0.5,
+        metadata=_doc(
+            "added (times the share of the asked time it held) to a memory holding the slot "
+            'a question asks about ("Where do I live?": i|lives_in), see palace_retrievers.recall'
+        ),
+    )
     gc_superseded_days: float = field(
         default=90.0, metadata=_doc("gc archives memories superseded for this many days")
     )
@@ -351,10 +358,10 @@ class MemoryConfig:
                 raise ConfigError(f"memory.{name} must be at least 1, not {getattr(self, name)}")
         if self.half_life_days <= 0:
             raise ConfigError(f"memory.half_life_days must be positive, not {self.half_life_days}")
-        if min(self.gc_superseded_days, self.gc_unused_days, self.weight) < 0:
+        if min(self.gc_superseded_days, self.gc_unused_days, self.weight, self.slot_weight) < 0:
             raise ConfigError(
-                "memory.gc_superseded_days, memory.gc_unused_days and memory.weight "
-                "cannot be negative"
+                "memory.gc_superseded_days, memory.gc_unused_days, memory.weight and "
+                "memory.slot_weight cannot be negative"
             )
         if self.extracted_status not in EXTRACTED_STATUSES:
             raise ConfigError(
