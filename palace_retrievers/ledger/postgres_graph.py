@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.ids import digest
 from palace_retrievers.kg import GraphStats, Triple
+from palace_retrievers.ledger import graph_rows
 from palace_retrievers.ledger.graph_store import GraphStore
 
 if TYPE_CHECKING:
@@ -27,10 +27,7 @@ if TYPE_CHECKING:
 
     Connection = psycopg.Connection[Any]
 
-_COLUMNS = (
-    "id, subject, predicate, object, valid_from, valid_to, confidence, source_drawer, "
-    "source_memory, user_id, origin, created_at, ended_reason, subject_key, object_key"
-)
+_COLUMNS = graph_rows.TRIPLE_COLUMNS
 _ORDER = "ORDER BY valid_from NULLS FIRST, seq"
 
 
@@ -39,34 +36,16 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 def _iso(value: datetime | None) -> str:
-    """The form of a time that goes into a triple's id (as the SQLite ledger writes it)."""
-    return "" if value is None else value.astimezone(UTC).isoformat(timespec="microseconds")
+    """A time as an error message shows it."""
+    return graph_rows.iso(value) or ""
 
 
 def _triple(row: Sequence[Any]) -> Triple:
-    return Triple(
-        id=row[0],
-        subject=row[1],
-        predicate=row[2],
-        object=row[3],
-        valid_from=_utc(row[4]),
-        valid_to=_utc(row[5]),
-        confidence=float(row[6]),
-        source_drawer=row[7],
-        source_memory=row[8],
-        user_id=row[9] or None,
-        origin=row[10],
-        created_at=_utc(row[11]) or datetime.now(UTC),
-        ended_reason=row[12],
-        subject_key=row[13],
-        object_key=row[14],
-    )
+    return graph_rows.triple_from_row(row, _utc)
 
 
-def _holds(triple: Triple, at: datetime) -> bool:
-    """Whether ``triple`` holds at ``at`` (``valid_from <= at < valid_to``)."""
-    started = triple.valid_from is None or triple.valid_from <= at
-    return started and (triple.valid_to is None or at < triple.valid_to)
+def _same(value: datetime | None) -> datetime | None:
+    return value
 
 
 class PostgresGraphStore(GraphStore):
@@ -262,72 +241,34 @@ def _file_entity(conn: Connection, owner: str, key: str, name: str, type: str | 
 
 
 def _merge(conn: Connection, kept: Triple, again: Triple) -> Triple:
-    """The same fact filed again: one triple stays, with the higher confidence, the
-    earliest known start, and any source it lacked."""
-    starts = [t.valid_from for t in (kept, again) if t.valid_from is not None]
-    merged = replace(
-        kept,
-        valid_from=min(starts, default=None),
-        confidence=max(kept.confidence, again.confidence),
-        source_drawer=kept.source_drawer or again.source_drawer,
-        source_memory=kept.source_memory or again.source_memory,
-    )
+    """The same fact filed again: one triple stays (see :func:`graph_rows.merged`)."""
+    merged = graph_rows.merged(kept, again)
     conn.execute(
         "UPDATE triples SET valid_from = %s, confidence = %s, source_drawer = %s, "
         "source_memory = %s WHERE id = %s",
-        (
-            merged.valid_from,
-            merged.confidence,
-            merged.source_drawer,
-            merged.source_memory,
-            kept.id,
-        ),
+        (merged.valid_from, merged.confidence, merged.source_drawer, merged.source_memory, kept.id),
     )
     return merged
 
 
 def _file_value(conn: Connection, owner: str, triple: Triple, now: datetime) -> Triple:
     """File an open triple of a single-valued predicate into its subject's sequence of
-    values, ordered by start whatever order they arrive in.
-
-    The value holding at the new start ends there (``superseded``), unless it is this
-    very value, which is then merged; the new triple ends where the next known start
-    begins (merged into it when that next value is this one).
-    """
-    sequence = [
-        _triple(row)
-        for row in conn.execute(
-            f"SELECT {_COLUMNS} FROM triples WHERE user_id = %s AND subject_key = %s "
-            f"AND predicate = %s {_ORDER}",
-            (owner, triple.subject_key, triple.predicate),
-        ).fetchall()
-    ]
-    start = triple.valid_from
-    if start is None:
-        holding = [t for t in sequence if t.is_open and t.object_key == triple.object_key]
-        if holding:
-            return _merge(conn, holding[0], triple)
-        if not sequence:
-            return _insert(conn, owner, triple, now)
-        start = now  # a new value with no known start begins when it is learnt
-    restated = [t for t in sequence if t.object_key == triple.object_key and _holds(t, start)]
-    if restated:
-        # The interval the graph knows stays; only the confidence and sources may grow.
-        return _merge(conn, restated[0], replace(triple, valid_from=None))
-    ended = [t.id for t in sequence if _holds(t, start)]
-    if ended:
+    values (see :func:`graph_rows.file_single_valued`)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM triples WHERE user_id = %s AND subject_key = %s "
+        f"AND predicate = %s {_ORDER}",
+        (owner, triple.subject_key, triple.predicate),
+    ).fetchall()
+    filing = graph_rows.file_single_valued([_triple(row) for row in rows], triple, now)
+    if filing.ended:
         conn.execute(
             "UPDATE triples SET valid_to = %s, ended_reason = 'superseded' WHERE id = ANY(%s)",
-            (start, ended),
+            (filing.at, filing.ended),
         )
-    filed = replace(triple, valid_from=start)
-    later = [t for t in sequence if t.valid_from is not None and t.valid_from > start]
-    if later:
-        following = min(later, key=lambda t: t.valid_from or start)
-        if following.object_key == triple.object_key:
-            return _merge(conn, following, filed)  # the next value is this one, from earlier
-        filed = replace(filed, valid_to=following.valid_from, ended_reason="superseded")
-    return _insert(conn, owner, filed, now)
+    if filing.kept is not None and filing.again is not None:
+        return _merge(conn, filing.kept, filing.again)
+    assert filing.insert is not None
+    return _insert(conn, owner, filing.insert, now)
 
 
 def _insert(conn: Connection, owner: str, triple: Triple, now: datetime) -> Triple:
@@ -337,34 +278,9 @@ def _insert(conn: Connection, owner: str, triple: Triple, now: datetime) -> Trip
         (owner, triple.subject_key, triple.predicate, triple.object_key),
     ).fetchone()
     seen = int(row[0]) if row else 0
-    triple_id = "kg_" + digest(
-        owner,
-        triple.subject_key,
-        triple.predicate,
-        triple.object_key,
-        _iso(triple.valid_from),
-        str(seen),
-    )
-    stored = replace(triple, id=triple_id, created_at=now)
+    stored = replace(triple, id=graph_rows.triple_id(owner, triple, seen), created_at=now)
     conn.execute(
-        f"INSERT INTO triples ({_COLUMNS}) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            stored.id,
-            stored.subject,
-            stored.predicate,
-            stored.object,
-            stored.valid_from,
-            stored.valid_to,
-            stored.confidence,
-            stored.source_drawer,
-            stored.source_memory,
-            owner,
-            stored.origin,
-            stored.created_at,
-            stored.ended_reason,
-            stored.subject_key,
-            stored.object_key,
-        ),
+        f"INSERT INTO triples ({_COLUMNS}) VALUES ({', '.join(['%s'] * 15)})",
+        graph_rows.triple_row(stored, owner, _same),
     )
     return stored

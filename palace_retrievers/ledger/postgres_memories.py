@@ -13,7 +13,6 @@ status or a filter field changes (only ``active`` memories are index entries), w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
 from palace_retrievers.memories import Memory, MemoryEvent
@@ -32,11 +32,7 @@ if TYPE_CHECKING:
 
     Connection = psycopg.Connection[Any]
 
-_COLUMNS = (
-    "id, text, kind, importance, tags, user_id, agent_id, session_id, wing, room, "
-    "source_ids, slot, origin, created_at, updated_at, last_accessed, access_count, "
-    "expires_at, status, superseded_by, status_at, metadata"
-)
+_COLUMNS = memory_rows.MEMORY_COLUMNS
 _WRITTEN = f"{_COLUMNS}, ts, embedding, embedding_model, words, grams"
 #: Tables holding owned records, with the key :meth:`forget_user` counts them under.
 _OWNED = (
@@ -53,8 +49,7 @@ def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
 
 
-def _owner(user_id: str | None) -> str:
-    return user_id or ""
+_owner = memory_rows.owner
 
 
 def _statuses(statuses: Sequence[str] | None, column: str = "status") -> tuple[str, list[Any]]:
@@ -64,50 +59,11 @@ def _statuses(statuses: Sequence[str] | None, column: str = "status") -> tuple[s
 
 
 def _memory(row: Sequence[Any]) -> Memory:
-    created = row[13].astimezone(UTC)
-    return Memory(
-        id=row[0],
-        text=row[1],
-        kind=row[2],
-        importance=float(row[3]),
-        tags=tuple(json.loads(row[4])),
-        user_id=row[5] or None,
-        agent_id=row[6],
-        session_id=row[7],
-        wing=row[8],
-        room=row[9],
-        source_ids=tuple(json.loads(row[10])),
-        slot=row[11],
-        origin=row[12],
-        created_at=created,
-        updated_at=_utc(row[14]) or created,
-        last_accessed=_utc(row[15]),
-        access_count=int(row[16]),
-        expires_at=_utc(row[17]),
-        status=row[18],
-        superseded_by=row[19],
-        status_at=_utc(row[20]) or created,
-        metadata=json.loads(row[21]),
-    )
+    return memory_rows.memory_from_row(row, _utc)
 
 
-def _event(row: Sequence[Any]) -> MemoryEvent:
-    return MemoryEvent(
-        seq=int(row[0]),
-        memory_id=row[1],
-        user_id=row[2] or None,
-        event=row[3],
-        old_text=row[4],
-        new_text=row[5],
-        old_status=row[6],
-        new_status=row[7],
-        at=row[8].astimezone(UTC),
-        detail=json.loads(row[9]),
-    )
-
-
-def _optional(text: str | None) -> str | None:
-    return None if text is None else fts.clean(text)
+def _same(value: datetime) -> datetime:
+    return value
 
 
 class PostgresMemoryStore(MemoryStore):
@@ -134,20 +90,7 @@ class PostgresMemoryStore(MemoryStore):
                 "INSERT INTO memory_history (memory_id, user_id, event, old_text, new_text, "
                 "old_status, new_status, at, detail) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        e.memory_id,
-                        _owner(e.user_id),
-                        e.event,
-                        _optional(e.old_text),
-                        _optional(e.new_text),
-                        e.old_status,
-                        e.new_status,
-                        e.at,
-                        json.dumps(dict(e.detail), ensure_ascii=False, sort_keys=True),
-                    )
-                    for e in events
-                ],
+                [memory_rows.event_row(e, _same, fts.clean) for e in events],
             )
 
     def save_memories(
@@ -161,38 +104,13 @@ class PostgresMemoryStore(MemoryStore):
         vectors = vectors or {}
         rows = []
         for m in memories:
-            vector = vectors.get(m.id)
             text = fts.clean(m.text)
-            words, grams = fts.document(text)
             rows.append(
                 (
-                    m.id,
-                    text,
-                    m.kind,
-                    float(m.importance),
-                    json.dumps(list(m.tags), ensure_ascii=False),
-                    _owner(m.user_id),
-                    m.agent_id,
-                    m.session_id,
-                    m.wing,
-                    m.room,
-                    json.dumps(list(m.source_ids), ensure_ascii=False),
-                    m.slot,
-                    m.origin,
-                    m.created_at,
-                    m.updated_at,
-                    m.last_accessed,
-                    m.access_count,
-                    m.expires_at,
-                    m.status,
-                    m.superseded_by,
-                    m.status_at,
-                    json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
+                    *memory_rows.memory_row(m, _same, text=text),
                     m.created_at.timestamp(),
-                    None if vector is None else np.asarray(vector, dtype="<f4").tobytes(),
-                    None if vector is None else model,
-                    words,
-                    grams,
+                    *memory_rows.vector_cells(vectors.get(m.id), model),
+                    *fts.document(text),
                 )
             )
         columns = [c.strip() for c in _WRITTEN.split(",")]
@@ -302,19 +220,9 @@ class PostgresMemoryStore(MemoryStore):
         if kind is not None:
             sql += " AND kind = %s"
             args.append(kind)
-        rows = self._read(sql, args)
-        if not rows or limit <= 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        rows = [r for r in rows if len(r[1]) == 4 * query.shape[0]]
-        if not rows:
-            return []  # vectors of another model: reindex re-embeds them
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
-        sims = matrix.astype(np.float32) @ query
-        ranked = sorted(
-            ((float(s), r[0]) for s, r in zip(sims, rows, strict=True) if s >= min_similarity),
-            key=lambda pair: (-pair[0], pair[1]),
-        )[:limit]
+        ranked = memory_rows.rank_nearest(
+            self._read(sql, args), vector, min_similarity=min_similarity, limit=limit
+        )
         found = {m.id: m for m in self.get_memories([i for _, i in ranked])}
         return [(found[i], s) for s, i in ranked if i in found]
 
@@ -356,11 +264,11 @@ class PostgresMemoryStore(MemoryStore):
 
     def memory_history(self, memory_id: str) -> list[MemoryEvent]:
         rows = self._read(
-            "SELECT seq, memory_id, user_id, event, old_text, new_text, old_status, "
-            "new_status, at, detail FROM memory_history WHERE memory_id = %s ORDER BY seq",
+            f"SELECT {memory_rows.EVENT_COLUMNS} FROM memory_history WHERE memory_id = %s "
+            "ORDER BY seq",
             (memory_id,),
         )
-        return [_event(row) for row in rows]
+        return [memory_rows.event_from_row(row, _utc) for row in rows]
 
     def gc_candidates(
         self,
@@ -384,18 +292,20 @@ class PostgresMemoryStore(MemoryStore):
                 [unused_importance, unused_before],
             ),
         )
-        out: dict[str, list[Memory]] = {}
-        seen: set[str] = set()
-        for reason, condition, params in queries:
-            rows = self._read(
-                f"SELECT {_COLUMNS} FROM memories WHERE {condition} ORDER BY created_at, id",
-                params,
+        return memory_rows.first_reasons(
+            (
+                reason,
+                [
+                    _memory(row)
+                    for row in self._read(
+                        f"SELECT {_COLUMNS} FROM memories WHERE {condition} "
+                        "ORDER BY created_at, id",
+                        params,
+                    )
+                ],
             )
-            found = [m for m in map(_memory, rows) if m.id not in seen]
-            seen.update(m.id for m in found)
-            if found:
-                out[reason] = found
-        return out
+            for reason, condition, params in queries
+        )
 
     # -- per user -----------------------------------------------------------------------
 

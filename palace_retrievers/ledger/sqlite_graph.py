@@ -17,14 +17,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.ids import digest
 from palace_retrievers.kg import GraphStats, Triple
+from palace_retrievers.ledger import graph_rows
 from palace_retrievers.ledger.graph_store import GraphStore
 
-_COLUMNS = (
-    "id, subject, predicate, object, valid_from, valid_to, confidence, source_drawer, "
-    "source_memory, user_id, origin, created_at, ended_reason, subject_key, object_key"
-)
+_COLUMNS = graph_rows.TRIPLE_COLUMNS
 _ORDER = "ORDER BY valid_from IS NOT NULL, valid_from, rowid"
 _BATCH = 500
 
@@ -33,8 +30,7 @@ def _stamp(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else _stamp(value)
+_iso = graph_rows.iso
 
 
 def _when(value: str | None) -> datetime | None:
@@ -42,23 +38,7 @@ def _when(value: str | None) -> datetime | None:
 
 
 def _triple(row: Sequence[Any]) -> Triple:
-    return Triple(
-        id=row[0],
-        subject=row[1],
-        predicate=row[2],
-        object=row[3],
-        valid_from=_when(row[4]),
-        valid_to=_when(row[5]),
-        confidence=float(row[6]),
-        source_drawer=row[7],
-        source_memory=row[8],
-        user_id=row[9] or None,
-        origin=row[10],
-        created_at=_when(row[11]) or datetime.now(UTC),
-        ended_reason=row[12],
-        subject_key=row[13],
-        object_key=row[14],
-    )
+    return graph_rows.triple_from_row(row, _when)
 
 
 def _batches(ids: Sequence[str]) -> list[list[str]]:
@@ -279,79 +259,33 @@ def _open_triples(db: sqlite3.Connection, owner: str, triple: Triple) -> list[Tr
 
 
 def _merge_triple(db: sqlite3.Connection, old: Triple, new: Triple) -> Triple:
-    """The same fact again: keep one triple, the surer, earlier and better-sourced."""
-    starts = [t.valid_from for t in (old, new) if t.valid_from is not None]
-    start = min(starts, default=None)  # an unknown start never hides a known one
-    merged = replace(
-        old,
-        valid_from=start,
-        confidence=max(old.confidence, new.confidence),
-        source_drawer=old.source_drawer or new.source_drawer,
-        source_memory=old.source_memory or new.source_memory,
-    )
+    """The same fact again: keep one triple (see :func:`graph_rows.merged`)."""
+    kept = graph_rows.merged(old, new)
     db.execute(
         "UPDATE triples SET valid_from = ?, confidence = ?, source_drawer = ?, "
         "source_memory = ? WHERE id = ?",
-        (
-            _iso(merged.valid_from),
-            merged.confidence,
-            merged.source_drawer,
-            merged.source_memory,
-            old.id,
-        ),
+        (_iso(kept.valid_from), kept.confidence, kept.source_drawer, kept.source_memory, old.id),
     )
-    return merged
-
-
-def _covers(triple: Triple, at: datetime) -> bool:
-    return (triple.valid_from is None or triple.valid_from <= at) and (
-        triple.valid_to is None or at < triple.valid_to
-    )
+    return kept
 
 
 def _file_in_sequence(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
-    """File an open triple of a single-valued predicate into its subject's run of values.
-
-    The values of one subject and predicate form a sequence ordered by start, whatever
-    order they arrive in: the triple holding at the new start (another value) ends there,
-    and the new triple ends where the next known start begins. A value already holding
-    at that start is the same fact restated, and is merged instead.
-    """
-    chain = [
-        _triple(row)
-        for row in db.execute(
-            f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
-            f"AND predicate = ? {_ORDER}",
-            (owner, triple.subject_key, triple.predicate),
-        )
-    ]
-    start = triple.valid_from
-    if start is None:
-        current = [t for t in chain if t.object_key == triple.object_key and t.is_open]
-        if current:
-            return _merge_triple(db, current[0], triple)
-        if not chain:
-            return _insert_triple(db, owner, triple, now)
-        start = now  # a new value with no start begins when it is learnt
-    for held in chain:
-        if held.object_key == triple.object_key and _covers(held, start):
-            # Restated: keep the interval the graph knows, take the better confidence.
-            return _merge_triple(db, held, replace(triple, valid_from=None))
-    ended = [t for t in chain if _covers(t, start)]
+    """File an open triple of a single-valued predicate into its subject's run of values
+    (see :func:`graph_rows.file_single_valued`)."""
+    rows = db.execute(
+        f"SELECT {_COLUMNS} FROM triples WHERE user_id = ? AND subject_key = ? "
+        f"AND predicate = ? {_ORDER}",
+        (owner, triple.subject_key, triple.predicate),
+    ).fetchall()
+    filing = graph_rows.file_single_valued([_triple(row) for row in rows], triple, now)
     db.executemany(
         "UPDATE triples SET valid_to = ?, ended_reason = 'superseded' WHERE id = ?",
-        [(_iso(start), t.id) for t in ended],
+        [(_iso(filing.at), triple_id) for triple_id in filing.ended],
     )
-    filed = replace(triple, valid_from=start)
-    later = [t for t in chain if t.valid_from is not None and t.valid_from > start]
-    if later:
-        following = min(later, key=lambda t: t.valid_from or start)
-        if following.object_key == triple.object_key:
-            # The next known value is this one: it held from the earlier start.
-            return _merge_triple(db, following, filed)
-        # The graph already knows what came next: this value is history, ended by it.
-        filed = replace(filed, valid_to=following.valid_from, ended_reason="superseded")
-    return _insert_triple(db, owner, filed, now)
+    if filing.kept is not None and filing.again is not None:
+        return _merge_triple(db, filing.kept, filing.again)
+    assert filing.insert is not None
+    return _insert_triple(db, owner, filing.insert, now)
 
 
 def _insert_triple(db: sqlite3.Connection, owner: str, triple: Triple, now: datetime) -> Triple:
@@ -360,33 +294,9 @@ def _insert_triple(db: sqlite3.Connection, owner: str, triple: Triple, now: date
         "AND predicate = ? AND object_key = ?",
         (owner, triple.subject_key, triple.predicate, triple.object_key),
     ).fetchall()
-    triple_id = "kg_" + digest(
-        owner,
-        triple.subject_key,
-        triple.predicate,
-        triple.object_key,
-        _iso(triple.valid_from) or "",
-        str(seen),
-    )
-    stored = replace(triple, id=triple_id, created_at=now)
+    stored = replace(triple, id=graph_rows.triple_id(owner, triple, int(seen)), created_at=now)
     db.execute(
-        f"INSERT INTO triples ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            stored.id,
-            stored.subject,
-            stored.predicate,
-            stored.object,
-            _iso(stored.valid_from),
-            _iso(stored.valid_to),
-            stored.confidence,
-            stored.source_drawer,
-            stored.source_memory,
-            owner,
-            stored.origin,
-            _iso(stored.created_at),
-            stored.ended_reason,
-            stored.subject_key,
-            stored.object_key,
-        ),
+        f"INSERT INTO triples ({_COLUMNS}) VALUES ({', '.join('?' * 15)})",
+        graph_rows.triple_row(stored, owner, _iso),
     )
     return stored

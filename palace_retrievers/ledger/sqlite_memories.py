@@ -14,7 +14,6 @@ access counters, which no trigger watches.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,18 +25,17 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
 from palace_retrievers.memories import Memory, MemoryEvent
 
-_COLUMNS = (
-    "id, text, kind, importance, tags, user_id, agent_id, session_id, wing, room, "
-    "source_ids, slot, origin, created_at, updated_at, last_accessed, access_count, "
-    "expires_at, status, superseded_by, status_at, metadata"
-)
+_COLUMNS = memory_rows.MEMORY_COLUMNS
 _FIELDS = len(_COLUMNS.split(","))
 _WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _BATCH = 500
+_EVENT_WRITTEN = memory_rows.EVENT_COLUMNS.removeprefix("seq, ")
+_owner = memory_rows.owner
 
 
 def stamp(value: datetime) -> str:
@@ -45,16 +43,8 @@ def stamp(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
 
 
-def _stamp(value: datetime | None) -> str | None:
-    return None if value is None else stamp(value)
-
-
 def _when(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
-
-
-def _owner(user_id: str | None) -> str:
-    return user_id or ""
 
 
 def _batches(ids: Sequence[str]) -> list[list[str]]:
@@ -71,53 +61,7 @@ def _statuses(statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
 
 
 def _memory(row: Sequence[Any]) -> Memory:
-    created = _when(row[13])
-    assert created is not None
-    return Memory(
-        id=row[0],
-        text=row[1],
-        kind=row[2],
-        importance=float(row[3]),
-        tags=tuple(json.loads(row[4])),
-        user_id=row[5] or None,
-        agent_id=row[6],
-        session_id=row[7],
-        wing=row[8],
-        room=row[9],
-        source_ids=tuple(json.loads(row[10])),
-        slot=row[11],
-        origin=row[12],
-        created_at=created,
-        updated_at=_when(row[14]) or created,
-        last_accessed=_when(row[15]),
-        access_count=int(row[16]),
-        expires_at=_when(row[17]),
-        status=row[18],
-        superseded_by=row[19],
-        status_at=_when(row[20]) or created,
-        metadata=json.loads(row[21]),
-    )
-
-
-def _event(row: Sequence[Any]) -> MemoryEvent:
-    at = _when(row[8])
-    assert at is not None
-    return MemoryEvent(
-        seq=row[0],
-        memory_id=row[1],
-        user_id=row[2] or None,
-        event=row[3],
-        old_text=row[4],
-        new_text=row[5],
-        old_status=row[6],
-        new_status=row[7],
-        at=at,
-        detail=json.loads(row[9]),
-    )
-
-
-def _vector(blob: bytes) -> npt.NDArray[np.float32]:
-    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    return memory_rows.memory_from_row(row, _when)
 
 
 class SQLiteMemoryStore(MemoryStore):
@@ -134,22 +78,8 @@ class SQLiteMemoryStore(MemoryStore):
     @staticmethod
     def _append_events(db: sqlite3.Connection, events: Sequence[MemoryEvent]) -> None:
         db.executemany(
-            "INSERT INTO memory_history (memory_id, user_id, event, old_text, new_text, "
-            "old_status, new_status, at, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    e.memory_id,
-                    _owner(e.user_id),
-                    e.event,
-                    e.old_text,
-                    e.new_text,
-                    e.old_status,
-                    e.new_status,
-                    stamp(e.at),
-                    json.dumps(dict(e.detail), ensure_ascii=False, sort_keys=True),
-                )
-                for e in events
-            ],
+            f"INSERT INTO memory_history ({_EVENT_WRITTEN}) VALUES ({', '.join('?' * 9)})",
+            [memory_rows.event_row(e, stamp) for e in events],
         )
 
     def save_memories(
@@ -161,38 +91,14 @@ class SQLiteMemoryStore(MemoryStore):
         events: Sequence[MemoryEvent] = (),
     ) -> None:
         vectors = vectors or {}
-        rows = []
-        for m in memories:
-            vector = vectors.get(m.id)
-            rows.append(
-                (
-                    m.id,
-                    m.text,
-                    m.kind,
-                    float(m.importance),
-                    json.dumps(list(m.tags), ensure_ascii=False),
-                    _owner(m.user_id),
-                    m.agent_id,
-                    m.session_id,
-                    m.wing,
-                    m.room,
-                    json.dumps(list(m.source_ids), ensure_ascii=False),
-                    m.slot,
-                    m.origin,
-                    stamp(m.created_at),
-                    stamp(m.updated_at),
-                    _stamp(m.last_accessed),
-                    m.access_count,
-                    _stamp(m.expires_at),
-                    m.status,
-                    m.superseded_by,
-                    stamp(m.status_at),
-                    json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
-                    m.created_at.timestamp(),
-                    None if vector is None else np.asarray(vector, dtype="<f4").tobytes(),
-                    None if vector is None else model,
-                )
+        values = [
+            (
+                *memory_rows.memory_row(m, stamp),
+                m.created_at.timestamp(),
+                *memory_rows.vector_cells(vectors.get(m.id), model),
             )
+            for m in memories
+        ]
         updates = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in _COLUMNS.split(",")[1:])
         with self._write() as db:
             db.executemany(
@@ -201,7 +107,7 @@ class SQLiteMemoryStore(MemoryStore):
                 f"ON CONFLICT (id) DO UPDATE SET {updates}, ts = excluded.ts, "
                 "embedding = coalesce(excluded.embedding, memories.embedding), "
                 "embedding_model = coalesce(excluded.embedding_model, memories.embedding_model)",
-                rows,
+                values,
             )
             self._append_events(db, events)
 
@@ -281,7 +187,7 @@ class SQLiteMemoryStore(MemoryStore):
                 "AND embedding IS NOT NULL",
                 batch,
             ):
-                out[memory_id] = _vector(blob)
+                out[memory_id] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
         return out
 
     def nearest_memories(
@@ -303,18 +209,9 @@ class SQLiteMemoryStore(MemoryStore):
         if kind is not None:
             sql += " AND kind = ?"
             args.append(kind)
-        rows = self._read(sql, args)
-        if not rows or limit <= 0:
-            return []
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if matrix.shape[1] != query.shape[0]:
-            return []  # vectors of another model: reindex re-embeds them
-        sims = matrix.astype(np.float32) @ query
-        ranked = sorted(
-            ((float(s), r[0]) for s, r in zip(sims, rows, strict=True) if s >= min_similarity),
-            key=lambda pair: (-pair[0], pair[1]),
-        )[:limit]
+        ranked = memory_rows.rank_nearest(
+            self._read(sql, args), vector, min_similarity=min_similarity, limit=limit
+        )
         found = {m.id: m for m in self.get_memories([i for _, i in ranked])}
         return [(found[i], s) for s, i in ranked if i in found]
 
@@ -375,11 +272,11 @@ class SQLiteMemoryStore(MemoryStore):
 
     def memory_history(self, memory_id: str) -> list[MemoryEvent]:
         rows = self._read(
-            "SELECT seq, memory_id, user_id, event, old_text, new_text, old_status, "
-            "new_status, at, detail FROM memory_history WHERE memory_id = ? ORDER BY seq",
+            f"SELECT {memory_rows.EVENT_COLUMNS} FROM memory_history WHERE memory_id = ? "
+            "ORDER BY seq",
             (memory_id,),
         )
-        return [_event(row) for row in rows]
+        return [memory_rows.event_from_row(row, _when) for row in rows]
 
     def gc_candidates(
         self,
@@ -403,18 +300,20 @@ class SQLiteMemoryStore(MemoryStore):
                 [unused_importance, stamp(unused_before)],
             ),
         )
-        out: dict[str, list[Memory]] = {}
-        seen: set[str] = set()
-        for reason, condition, params in queries:
-            rows = self._read(
-                f"SELECT {_COLUMNS} FROM memories WHERE {condition} ORDER BY created_at, id",
-                params,
+        return memory_rows.first_reasons(
+            (
+                reason,
+                [
+                    _memory(row)
+                    for row in self._read(
+                        f"SELECT {_COLUMNS} FROM memories WHERE {condition} "
+                        "ORDER BY created_at, id",
+                        params,
+                    )
+                ],
             )
-            found = [m for m in map(_memory, rows) if m.id not in seen]
-            seen.update(m.id for m in found)
-            if found:
-                out[reason] = found
-        return out
+            for reason, condition, params in queries
+        )
 
     # -- per user -----------------------------------------------------------------------
 
