@@ -8,6 +8,11 @@ ever give the same digest. Fields without the separator hash as they always did,
 ids of every palace already mined stay what they were. Lone surrogates (from file names
 that are not UTF-8) are hashed as their code points rather than refused.
 Paths enter in POSIX form relative to the mined root, never as absolute paths.
+
+An owned drawer (one with a ``user_id``) also has its owner in its id, and its source is
+recorded under a key that names the owner (:func:`source_key`), so two users mining the
+same relative path into the same wing file two sources whose drawers never share an id.
+Unowned drawers and sources keep the ids and keys they always had.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import hashlib
 
 _SEP = "\x1f"  # ASCII unit separator
 _ESC = "\x1b"  # escapes the separator (and itself) in a field that holds it
+_OWNED = "\x1e"  # starts the recorded key of an owned source (ASCII record separator)
 
 
 def _joined(parts: tuple[str, ...]) -> str:
@@ -32,17 +38,61 @@ def digest(*parts: str, length: int = 24) -> str:
     return hashlib.sha256(data).hexdigest()[:length]
 
 
-def drawer_id(*, wing: str, source_key: str, chunk_index: int, text: str) -> str:
+def drawer_id(
+    *, wing: str, source_key: str, chunk_index: int, text: str, user_id: str | None = None
+) -> str:
     """The id of a mined chunk.
+
+    The id of an unowned chunk is the digest of its four fields, as it always was. An
+    owned chunk's digest has six fields (a tag and the owner before the four): a join of
+    four fields holds three or four separators and one of six holds five or six, so an
+    owned id never equals an unowned one, and two owners never share one.
 
     Args:
         wing: The wing the chunk is filed in.
-        source_key: The source's machine-independent key (e.g. a path relative to the
-            mined root, in POSIX form).
+        source_key: The source's machine-independent key as the source gives it (e.g. a
+            path relative to the mined root, in POSIX form), not :func:`source_key`'s.
         chunk_index: Position of the chunk in its source.
         text: The chunk's verbatim text.
+        user_id: The chunk's owner (``None`` or ``""``: unowned).
     """
-    return "d_" + digest(wing, source_key, str(chunk_index), text)
+    if not user_id:
+        return "d_" + digest(wing, source_key, str(chunk_index), text)
+    return "d_" + digest("owned", user_id, wing, source_key, str(chunk_index), text)
+
+
+def source_key(key: str, user_id: str | None) -> str:
+    """The key a source is recorded under in the ledger, for one owner.
+
+    An unowned source keeps its own key (every palace mined before keeps its records).
+    An owned one gets a marker, its owner's length and name before the key
+    (``"\\x1e5:alicenotes/a.md"``), so that alice's ``notes/a.md`` and bob's are two
+    sources. The rare unowned key that starts with the marker gets ``-`` after it, so
+    that no unowned key is ever read as an owned one. :func:`split_source_key` undoes it.
+    """
+    if not user_id:
+        return _OWNED + "-" + key if key.startswith(_OWNED) else key
+    return f"{_OWNED}{len(user_id)}:{user_id}{key}"
+
+
+def split_source_key(recorded: str) -> tuple[str | None, str]:
+    """``(owner, key)`` of a key recorded by :func:`source_key` (owner ``None``: unowned).
+
+    A recorded key that starts with the marker but does not parse (written before
+    owners were recorded) is an unowned key, as it was written.
+    """
+    if not recorded.startswith(_OWNED):
+        return None, recorded
+    rest = recorded[1:]
+    if rest.startswith("-"):
+        return None, rest[1:]
+    size, colon, tail = rest.partition(":")
+    if not colon or not size.isascii() or not size.isdigit() or int(size) > len(tail):
+        return None, recorded
+    length = int(size)
+    if length == 0:
+        return None, recorded
+    return tail[:length], tail[length:]
 
 
 def text_id(*, text: str, wing: str, user_id: str | None) -> str:

@@ -6,7 +6,10 @@ when its content hash or the chunking settings changed. Its old drawers and clos
 replaced in one ledger transaction, so a search never sees half of a source. Embedding is
 batched across entries (``mining.batch_size`` drawers at a time). The ledger's records
 of the mined wing are read once, up front, so that a mine of an unchanged tree costs a
-directory walk and a dictionary lookup per file.
+directory walk and a dictionary lookup per file. An owner's sources are recorded under
+keys naming the owner and their drawers' ids name the owner too (see
+:mod:`palace_retrievers.ids`), so a mine by one user never replaces, takes over or counts
+as gone another user's drawers of the same path.
 
 Whatever a source hands over is made storable first: a lone surrogate (from a file name
 that is not UTF-8, or a JSON ``\\ud800`` escape) cannot be written as UTF-8, so a file
@@ -32,7 +35,7 @@ from typing import Any, TypeVar
 from palace_retrievers.chunking import NORMALIZE_VERSION, chunk_text
 from palace_retrievers.config import Config
 from palace_retrievers.errors import PalaceError, SourceError
-from palace_retrievers.ids import digest, drawer_id
+from palace_retrievers.ids import digest, drawer_id, source_key, split_source_key
 from palace_retrievers.ledger import SourceState
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
@@ -223,7 +226,9 @@ class Miner:
         ]
         return [
             Drawer(
-                id=drawer_id(wing=wing, source_key=key, chunk_index=index, text=text),
+                id=drawer_id(
+                    wing=wing, source_key=key, chunk_index=index, text=text, user_id=user_id
+                ),
                 text=text,
                 wing=wing,
                 room=storable(room or document.room or "general"),
@@ -262,10 +267,15 @@ class Miner:
             StorageFullError: the disk filled up while a batch was being filed.
         """
         wing = storable(wing)
-        user_id = storable(user_id) if user_id is not None else None
+        user_id = storable(user_id) if user_id else None  # "" is unowned, as stored
         report = MineReport(path=storable(str(path)), wing=wing)
         root = storable(str(resolve_root(path)))
-        known = self._get_states(wing)
+        # Only this owner's sources: another's of the same key are recorded apart.
+        known = {
+            key: state
+            for key, state in self._get_states(wing).items()
+            if split_source_key(key)[0] == user_id
+        }
         seen: set[str] = set()
         pending: list[_Pending] = []
         waiting = 0
@@ -289,10 +299,11 @@ class Miner:
             if isinstance(entry, Skipped):
                 skip(entry.location, entry.reason)
                 continue
-            key, location = storable(entry.key), storable(entry.location)
+            location = storable(entry.location)
+            recorded = source_key(storable(entry.key), user_id)
             report.seen += 1
-            seen.add(key)
-            state = known.get(key)
+            seen.add(recorded)
+            state = known.get(recorded)
             if (
                 state is not None
                 and state.mtime == entry.mtime
@@ -317,7 +328,7 @@ class Miner:
             fingerprint = self._pipeline_hash(document)
             new_state = SourceState(
                 wing=wing,
-                key=key,
+                key=recorded,
                 location=location,
                 content_hash=fingerprint,
                 mtime=entry.mtime,

@@ -8,6 +8,12 @@ checked is kept, with a note saying why: a root that no longer exists (it may be
 unmounted disk) unless the caller named it, a plugin that is not installed, a root the
 plugin cannot list, and any source the plugin listed as skipped (unreadable, malformed):
 bad input never costs the palace what it already holds.
+
+Sources are compared by the key their plugin lists, whoever owns them (the ledger
+records an owner's sources under keys naming the owner, :func:`split_source_key` reads it
+back), and each recorded source is checked against the root it was itself mined from: a
+file deleted from alice's copy of a tree costs alice her drawers of it, never bob his
+drawers of his copy, even when both were filed in one wing under one relative path.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from palace_retrievers.errors import PluginNotFoundError, SourceError
+from palace_retrievers.ids import split_source_key
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.mining import storable
 from palace_retrievers.sources import Skipped, Source
@@ -32,7 +39,8 @@ class RootCheck:
         root: The path that was mined.
         plugin: The source plugin that mined it.
         sources: Sources recorded from it.
-        gone: Keys of the sources no longer there, with their drawer counts.
+        gone: Recorded keys of the sources no longer there, with their drawer counts
+            (an owned source's key names its owner: :func:`split_source_key`).
         note: Why (some of) it was kept without being checked, if it was.
     """
 
@@ -101,12 +109,14 @@ def find_gone(
                     if isinstance(entry, Skipped):
                         skipped.add(storable(entry.location))
                     else:
-                        listed.add(storable(entry.key))  # as the miner recorded it
+                        listed.add(storable(entry.key))  # as the miner read it
             except (PluginNotFoundError, SourceError) as exc:
                 check.note = f"not checked, its drawers are kept: {exc}"
                 continue
         for key, state in sorted(ledger.source_states(mined.wing).items()):
-            if state.root != mined.root or key in listed or state.location in skipped:
+            if state.root != mined.root or state.location in skipped:
+                continue
+            if split_source_key(key)[1] in listed:
                 continue
             if not named and target is not None and not _within(Path(state.location), target):
                 continue  # outside the folder asked about

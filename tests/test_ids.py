@@ -76,3 +76,34 @@ def test_unicode_text_ids() -> None:
 def test_content_hash_is_full_sha256() -> None:
     assert content_hash(b"hello") == hashlib.sha256(b"hello").hexdigest()
     assert content_hash(b"hello") != content_hash(b"hello\n")
+
+
+def test_unowned_ids_are_what_they_always_were() -> None:
+    # The formula of every palace mined before owners were part of ids.
+    for user_id in (None, ""):
+        assert drawer_id(**BASE, user_id=user_id) == "d_" + digest(
+            "larkspur", "docs/onboarding.md", "0", "hi"
+        )
+    assert (
+        drawer_id(
+            wing="larkspur",
+            source_key="docs/onboarding.md",
+            chunk_index=0,
+            text="# Onboarding\n",
+            user_id=None,
+        )
+        == "d_dc79109a26d6c81862663680"
+    )
+
+
+def test_owned_ids_name_their_owner() -> None:
+    alice = drawer_id(**BASE, user_id="alice")
+    bob = drawer_id(**BASE, user_id="bob")
+    assert len({alice, bob, drawer_id(**BASE)}) == 3
+    assert alice == drawer_id(**BASE, user_id="alice")
+    assert alice == "d_" + digest("owned", "alice", "larkspur", "docs/onboarding.md", "0", "hi")
+    # An owner cannot be smuggled in through another field, nor another field through it.
+    assert drawer_id(**{**BASE, "wing": "alice\x1flarkspur"}) != alice
+    assert drawer_id(**BASE, user_id="alice\x1flarkspur") != drawer_id(
+        **{**BASE, "wing": "x"}, user_id="alice"
+    )

@@ -12,6 +12,8 @@ import pytest
 
 from palace_plugins.testing.backends import synthetic_vectors
 from palace_plugins.testing.ledger_drawers import LedgerSuite, closet, drawer, source
+from palace_plugins.testing.ledger_graph import fact
+from palace_retrievers.ids import source_key
 from palace_retrievers.ledger import Ledger
 
 __all__ = ["SourceStoreTests"]
@@ -148,6 +150,66 @@ class SourceStoreTests(LedgerSuite):
         assert ledger.delete_sources("w", []) == 0
         assert ledger.delete_sources("other-wing", ["kept"]) == 0
         assert ledger.drawer_ids() == ["c"]
+
+    def test_triples_go_with_the_drawers_they_were_read_from(self, ledger: Ledger) -> None:
+        ledger.replace_source(
+            source("f.md"), [drawer("a", "a"), drawer("b", "b")], synthetic_vectors(2), model="m"
+        )
+        ledger.replace_source(
+            source("g.md"), [drawer("c", "c"), drawer("e", "e")], synthetic_vectors(2), model="m"
+        )
+        for name, drawer_id in (("a", "a"), ("b", "b"), ("c", "c"), ("e", "e"), ("x", None)):
+            ledger.add_triple(
+                fact("Kim", "likes", name, source_drawer=drawer_id), single_valued=False
+            )
+
+        def left() -> list[str]:
+            return sorted(t.object for t in ledger.triples_about("kim", user_id=None, as_of=None))
+
+        # A replacement drops the triples of the drawers it removes, a failed one none.
+        with pytest.raises(ValueError, match="vectors"):
+            ledger.replace_source(
+                source("f.md", "h2"), [drawer("a", "a")], synthetic_vectors(2), model="m"
+            )
+        assert left() == ["a", "b", "c", "e", "x"]
+        ledger.file_sources(
+            [(source("f.md", "h2"), [drawer("a", "a")])],
+            synthetic_vectors(1),
+            [],
+            synthetic_vectors(0),
+            model="m",
+        )
+        assert left() == ["a", "c", "e", "x"]
+        assert ledger.delete_drawers(["c"]) == ["c"]
+        assert left() == ["a", "e", "x"]
+        assert ledger.delete_sources("w", ["g.md"]) == 1
+        assert left() == ["a", "x"]
+
+    def test_an_owners_bare_keyed_source_gives_way(self, ledger: Ledger) -> None:
+        """A source mined by alice before keys named owners is replaced by her keyed one,
+        in the same transaction; a bare-keyed source holding anyone else's is kept."""
+        alice = source_key("f.md", "alice")
+        ledger.replace_source(
+            source("f.md"), [drawer("a", "a", user_id="alice")], synthetic_vectors(1), model="m"
+        )
+        ledger.replace_source(
+            source("g.md"), [drawer("b", "b", user_id="bob")], synthetic_vectors(1), model="m"
+        )
+        ledger.add_triple(fact("Kim", "likes", "a", source_drawer="a"), single_valued=False)
+        removed = ledger.replace_source(
+            source(alice), [drawer("a2", "a", user_id="alice")], synthetic_vectors(1), model="m"
+        )
+        assert removed == ["a"]
+        assert sorted(ledger.source_states("w")) == sorted([alice, "g.md"])
+        assert ledger.triples_about("kim", user_id=None, as_of=None) == []
+        ledger.replace_source(
+            source(source_key("g.md", "alice")),
+            [drawer("b2", "b", user_id="alice")],
+            synthetic_vectors(1),
+            model="m",
+        )
+        assert sorted(ledger.drawer_ids()) == ["a2", "b", "b2"]
+        assert "g.md" in ledger.source_states("w")
 
     # -- closets ------------------------------------------------------------------------
 

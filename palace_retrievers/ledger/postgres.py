@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
+from palace_retrievers.ids import split_source_key
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.ledger import postgres_text as fts
@@ -114,6 +115,12 @@ def where_sql(where: Filter | None, alias: str = "") -> tuple[str, list[Any]]:
         clauses.append(f"{p}ts <= %s")
         params.append(where.until.timestamp())
     return " AND ".join(clauses), params
+
+
+def _drop_triples(conn: Connection, drawer_ids: Sequence[str]) -> None:
+    """Delete the graph's triples read from these drawers (being deleted with them)."""
+    if drawer_ids:
+        conn.execute("DELETE FROM triples WHERE source_drawer = ANY(%s)", (list(drawer_ids),))
 
 
 def _drawer(row: Sequence[Any]) -> Drawer:
@@ -234,6 +241,27 @@ class PostgresLedger(
         with self._write() as conn:
             self._insert_drawers(conn, drawers, vectors, model, None)
 
+    @staticmethod
+    def _drop_unkeyed_source(conn: Connection, state: SourceState, keep: set[str]) -> list[str]:
+        """The drawers of the record an owned source had before keys named owners.
+
+        Before, an owned source was recorded under its bare key; it is now recorded under
+        one naming its owner (:func:`~palace_retrievers.ids.source_key`). The old record
+        is forgotten when all of its drawers are this owner's (one shared with anyone
+        else, or unowned, is left alone); its drawers are returned, to be deleted.
+        """
+        owner, bare = split_source_key(state.key)
+        if owner is None:
+            return []
+        rows = conn.execute(
+            "SELECT id, user_id FROM drawers WHERE wing = %s AND source_key = %s ORDER BY seq",
+            (state.wing, bare),
+        ).fetchall()
+        if not rows or any(user != owner for _, user in rows):
+            return []
+        conn.execute("DELETE FROM sources WHERE wing = %s AND source_key = %s", (state.wing, bare))
+        return [i for i, _ in rows if i not in keep]
+
     def _replace_source(
         self,
         conn: Connection,
@@ -248,8 +276,10 @@ class PostgresLedger(
             (state.wing, state.key),
         ).fetchall()
         removed = [row[0] for row in old if row[0] not in keep]
+        removed.extend(self._drop_unkeyed_source(conn, state, keep))
         if removed:
             conn.execute("DELETE FROM drawers WHERE id = ANY(%s)", (removed,))
+            _drop_triples(conn, removed)
         conn.execute(
             f"INSERT INTO sources ({_SOURCE_COLUMNS}, mined_at) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, now()) "
@@ -340,9 +370,15 @@ class PostgresLedger(
     def delete_sources(self, wing: str, keys: Sequence[str]) -> int:
         unique = list(dict.fromkeys(keys))
         with self._write() as conn:
-            deleted = conn.execute(
-                "DELETE FROM drawers WHERE wing = %s AND source_key = ANY(%s)", (wing, unique)
-            ).rowcount
+            ids = [
+                row[0]
+                for row in conn.execute(
+                    "DELETE FROM drawers WHERE wing = %s AND source_key = ANY(%s) RETURNING id",
+                    (wing, unique),
+                ).fetchall()
+            ]
+            deleted = len(ids)
+            _drop_triples(conn, ids)
             conn.execute(
                 "DELETE FROM sources WHERE wing = %s AND source_key = ANY(%s)", (wing, unique)
             )
@@ -361,6 +397,7 @@ class PostgresLedger(
             rows = conn.execute(
                 "DELETE FROM drawers WHERE id = ANY(%s) RETURNING id", (list(set(ids)),)
             ).fetchall()
+            _drop_triples(conn, [row[0] for row in rows])
         existed = {row[0] for row in rows}
         return [i for i in dict.fromkeys(ids) if i in existed]
 

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import SchemaError
+from palace_retrievers.ids import split_source_key
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
@@ -239,6 +240,38 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         with self._write() as db:
             self._insert_drawers(db, drawers, vectors, model, None)
 
+    @staticmethod
+    def _drop_triples(db: sqlite3.Connection, drawer_ids: Sequence[str]) -> None:
+        """Delete the graph's triples read from these drawers (being deleted with them)."""
+        unique = list(dict.fromkeys(drawer_ids))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            db.execute(f"DELETE FROM triples WHERE source_drawer IN ({marks})", batch)
+
+    @staticmethod
+    def _drop_unkeyed_source(
+        db: sqlite3.Connection, state: SourceState, keep: set[str]
+    ) -> list[str]:
+        """The drawers of the record an owned source had before keys named owners.
+
+        Before, an owned source was recorded under its bare key; it is now recorded under
+        one naming its owner (:func:`~palace_retrievers.ids.source_key`). The old record
+        is forgotten when all of its drawers are this owner's (one shared with anyone
+        else, or unowned, is left alone); its drawers are returned, to be deleted.
+        """
+        owner, bare = split_source_key(state.key)
+        if owner is None:
+            return []
+        rows = db.execute(
+            "SELECT id, user_id FROM drawers WHERE wing = ? AND source_key = ?",
+            (state.wing, bare),
+        ).fetchall()
+        if not rows or any(user != owner for _, user in rows):
+            return []
+        db.execute("DELETE FROM sources WHERE wing = ? AND source_key = ?", (state.wing, bare))
+        return [i for i, _ in rows if i not in keep]
+
     def _replace_source(
         self,
         db: sqlite3.Connection,
@@ -256,7 +289,9 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
             )
         ]
         removed = [i for i in old if i not in keep]
+        removed.extend(self._drop_unkeyed_source(db, state, keep))
         db.executemany("DELETE FROM drawers WHERE id = ?", [(i,) for i in removed])
+        self._drop_triples(db, removed)
         db.execute(
             "INSERT INTO sources (wing, source_key, location, content_hash, mtime, "
             "normalize_version, mined_at, drawer_count, root, plugin) "
@@ -343,9 +378,15 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         deleted = 0
         with self._write() as db:
             for key in dict.fromkeys(keys):
-                deleted += db.execute(
-                    "DELETE FROM drawers WHERE wing = ? AND source_key = ?", (wing, key)
-                ).rowcount
+                ids = [
+                    row[0]
+                    for row in db.execute(
+                        "DELETE FROM drawers WHERE wing = ? AND source_key = ? RETURNING id",
+                        (wing, key),
+                    )
+                ]
+                deleted += len(ids)
+                self._drop_triples(db, ids)
                 db.execute("DELETE FROM sources WHERE wing = ? AND source_key = ?", (wing, key))
             orphans = self._orphans(db)
             db.executemany("DELETE FROM closets WHERE id = ?", [(i,) for i in orphans])
@@ -389,6 +430,7 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
             for i in dict.fromkeys(ids):
                 if db.execute("DELETE FROM drawers WHERE id = ?", (i,)).rowcount:
                     deleted.append(i)
+            self._drop_triples(db, deleted)
         return deleted
 
     def drawer_ids(self, where: Filter | None = None) -> list[str]:
