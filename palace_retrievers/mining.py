@@ -4,12 +4,15 @@ A source entry is read only when it may have changed (its mtime, the pipeline's 
 the mined root or the source plugin differs from the ledger's record), and re-filed only
 when its content hash or the chunking settings changed. Its old drawers and closets are
 replaced in one ledger transaction, so a search never sees half of a source. Embedding is
-batched across entries (``mining.batch_size`` drawers at a time). The ledger's records
-of the mined wing are read once, up front, so that a mine of an unchanged tree costs a
-directory walk and a dictionary lookup per file. An owner's sources are recorded under
-keys naming the owner and their drawers' ids name the owner too (see
-:mod:`palace_retrievers.ids`), so a mine by one user never replaces, takes over or counts
-as gone another user's drawers of the same path.
+batched across entries (``mining.batch_size`` drawers at a time); when the palace offers
+its write path in two steps (``embed_drawers``), the next batch is embedded in a
+background thread while the caller's thread files the one before (the model releases the
+GIL while it computes), the filing staying in the thread that holds the writer lock. The
+ledger's records of the mined wing are read once, up front, so that a mine of an
+unchanged tree costs a directory walk and a dictionary lookup per file. An owner's
+sources are recorded under keys naming the owner and their drawers' ids name the owner
+too (see :mod:`palace_retrievers.ids`), so a mine by one user never replaces, takes over
+or counts as gone another user's drawers of the same path.
 
 Whatever a source hands over is made storable first: a lone surrogate (from a file name
 that is not UTF-8, or a JSON ``\\ud800`` escape) cannot be written as UTF-8, so a file
@@ -27,6 +30,8 @@ import errno
 import logging
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -162,8 +167,49 @@ class _Pending:
     drawers: list[Drawer]
 
 
-FileDrawers = Callable[[list[tuple[SourceState, list[Drawer]]]], list[str]]
+Batch = list[tuple[SourceState, list[Drawer]]]
+FileDrawers = Callable[[Batch], list[str]]
 """Embeds and files a batch of sources' drawers; returns the ids removed."""
+EmbedDrawers = Callable[[Batch], Callable[[], list[str]]]
+"""Embeds a batch of sources' drawers (any thread); returns what files them (the caller's
+thread), which returns the ids removed."""
+
+
+class _EmbeddingAhead:
+    """Embeds the next batch in a background thread while the caller files the one before.
+
+    One worker thread, so batches are embedded in order and at most one embeds while
+    one is filed (two batches of vectors in memory at most). Filing stays in the
+    caller's thread, which holds the palace's writer lock (re-entrant in that thread
+    only, as the memory extractor's writes need it), one ledger transaction per batch as
+    before. An error in the worker is raised in the caller by :meth:`push` or
+    :meth:`finish`; leaving the ``with`` block (normally or not) waits for the worker
+    and drops what was not filed: the next mine files it.
+    """
+
+    def __init__(self, embed: EmbedDrawers, file: Callable[[Callable[[], list[str]]], None]):
+        self._embed = embed
+        self._file = file
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palace-embed")
+        self._embedding: Future[Callable[[], list[str]]] | None = None
+
+    def __enter__(self) -> _EmbeddingAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def push(self, batch: Batch) -> None:
+        """Start embedding ``batch``, then file the batch before it meanwhile."""
+        embedding = self._executor.submit(self._embed, batch)
+        self.finish()
+        self._embedding = embedding
+
+    def finish(self) -> None:
+        """File the batch being embedded, once it is."""
+        if self._embedding is not None:
+            embedding, self._embedding = self._embedding, None
+            self._file(embedding.result())
 
 
 class Miner:
@@ -176,6 +222,10 @@ class Miner:
         get_states: The ledger's records of a wing's sources, by key.
         touch: Records a new mtime (and root) for an unchanged source.
         plugin: The source plugin's name, recorded with each source.
+        embed_drawers: The same write path in two steps, if the palace offers them: the
+            embedding (run in a background thread, on the next batch while the caller
+            files the one before) and the filing it returns (run in the caller's
+            thread). ``file_drawers`` is not used when it is given.
     """
 
     def __init__(
@@ -187,10 +237,12 @@ class Miner:
         get_states: Callable[[str], dict[str, SourceState]],
         touch: Callable[[SourceState], None],
         plugin: str = "files",
+        embed_drawers: EmbedDrawers | None = None,
     ) -> None:
         self._config = config
         self._source = source
         self._file = file_drawers
+        self._embed = embed_drawers
         self._get_states = get_states
         self._touch = touch
         self._plugin = plugin
@@ -280,82 +332,100 @@ class Miner:
         pending: list[_Pending] = []
         waiting = 0
 
-        def file_pending() -> None:
-            batch = [(p.state, p.drawers) for p in pending]
-            removed = _writing("a batch of drawers", partial(self._file, batch))
+        def filed(removed: list[str]) -> None:
             report.drawers_removed += len(removed)
             if on_filed is not None:
                 on_filed(report)
+
+        def file_ahead(write: Callable[[], list[str]]) -> None:
+            filed(_writing("a batch of drawers", write))
+
+        stack = ExitStack()
+        ahead = (
+            stack.enter_context(_EmbeddingAhead(self._embed, file_ahead))
+            if self._embed is not None
+            else None
+        )
+
+        def file_pending() -> None:
+            batch = [(p.state, p.drawers) for p in pending]
+            if ahead is not None:
+                ahead.push(batch)
+            else:
+                filed(_writing("a batch of drawers", partial(self._file, batch)))
 
         def skip(location: str, reason: str) -> None:
             # A reason names the file, and a file name may hold a line break: one line.
             one_line = reason.replace("\r", "\\r").replace("\n", "\\n")
             report.skipped.append(Skipped(storable(location), storable(one_line)))
 
-        entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
-        if progress is not None:
-            entries = progress(entries)
-        for entry in entries:
-            if isinstance(entry, Skipped):
-                skip(entry.location, entry.reason)
-                continue
-            location = storable(entry.location)
-            recorded = source_key(storable(entry.key), user_id)
-            report.seen += 1
-            seen.add(recorded)
-            state = known.get(recorded)
-            if (
-                state is not None
-                and state.mtime == entry.mtime
-                and state.normalize_version == NORMALIZE_VERSION
-                and state.root == root
-                and state.plugin == self._plugin
-            ):
-                report.unchanged += 1
-                continue
-            try:
-                document = entry.read()
-            except SourceError as exc:
-                skip(location, str(exc))
-                continue
-            except Exception as exc:  # a source's bug costs this entry, not the whole mine
-                log.warning("the %r source failed on %s", self._plugin, location, exc_info=True)
-                skip(
-                    location,
-                    f"the {self._plugin!r} source failed on it: {type(exc).__name__}: {exc}",
+        with stack:  # the thread embedding ahead, if any, ends with the loop
+            entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
+            if progress is not None:
+                entries = progress(entries)
+            for entry in entries:
+                if isinstance(entry, Skipped):
+                    skip(entry.location, entry.reason)
+                    continue
+                location = storable(entry.location)
+                recorded = source_key(storable(entry.key), user_id)
+                report.seen += 1
+                seen.add(recorded)
+                state = known.get(recorded)
+                if (
+                    state is not None
+                    and state.mtime == entry.mtime
+                    and state.normalize_version == NORMALIZE_VERSION
+                    and state.root == root
+                    and state.plugin == self._plugin
+                ):
+                    report.unchanged += 1
+                    continue
+                try:
+                    document = entry.read()
+                except SourceError as exc:
+                    skip(location, str(exc))
+                    continue
+                except Exception as exc:  # a source's bug costs this entry, not the whole mine
+                    log.warning("the %r source failed on %s", self._plugin, location, exc_info=True)
+                    skip(
+                        location,
+                        f"the {self._plugin!r} source failed on it: {type(exc).__name__}: {exc}",
+                    )
+                    continue
+                fingerprint = self._pipeline_hash(document)
+                new_state = SourceState(
+                    wing=wing,
+                    key=recorded,
+                    location=location,
+                    content_hash=fingerprint,
+                    mtime=entry.mtime,
+                    normalize_version=NORMALIZE_VERSION,
+                    root=root,
+                    plugin=self._plugin,
                 )
-                continue
-            fingerprint = self._pipeline_hash(document)
-            new_state = SourceState(
-                wing=wing,
-                key=recorded,
-                location=location,
-                content_hash=fingerprint,
-                mtime=entry.mtime,
-                normalize_version=NORMALIZE_VERSION,
-                root=root,
-                plugin=self._plugin,
-            )
-            if (
-                state is not None
-                and state.content_hash == fingerprint
-                and (state.normalize_version == NORMALIZE_VERSION)
-            ):
-                _writing("a source's new mtime", partial(self._touch, new_state))
-                report.unchanged += 1
-                continue
-            drawers = self._drawers(entry, document, wing=wing, room=room, user_id=user_id)
-            if not drawers:  # still filed: an emptied source must lose its old drawers
-                skip(location, "no text to file: it is empty")
-            pending.append(_Pending(new_state, drawers))
-            waiting += len(drawers)
-            report.mined += 1
-            report.drawers_added += len(drawers)
-            if waiting >= self._config.mining.batch_size:
+                if (
+                    state is not None
+                    and state.content_hash == fingerprint
+                    and (state.normalize_version == NORMALIZE_VERSION)
+                ):
+                    _writing("a source's new mtime", partial(self._touch, new_state))
+                    report.unchanged += 1
+                    continue
+                drawers = self._drawers(entry, document, wing=wing, room=room, user_id=user_id)
+                if not drawers:  # still filed: an emptied source must lose its old drawers
+                    skip(location, "no text to file: it is empty")
+                pending.append(_Pending(new_state, drawers))
+                waiting += len(drawers)
+                report.mined += 1
+                report.drawers_added += len(drawers)
+                if waiting >= self._config.mining.batch_size:
+                    file_pending()
+                    pending, waiting = [], 0
+            if pending:
                 file_pending()
-                pending, waiting = [], 0
-        if pending:
-            file_pending()
+            if ahead is not None:
+                ahead.finish()
         report.gone = sum(
             1 for key, state in known.items() if state.root == root and key not in seen
         )

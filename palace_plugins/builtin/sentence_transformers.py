@@ -64,6 +64,9 @@ class SentenceTransformerEmbedder(Embedder):
         )
         self._model: Any = None
         self._lock = threading.Lock()
+        # One encode at a time: the tokenizer is not safe to share between threads (a
+        # mine embeds ahead in a thread of its own while the memory extractor embeds).
+        self._encoding = threading.Lock()
 
     @property
     def model_name(self) -> str:
@@ -92,13 +95,15 @@ class SentenceTransformerEmbedder(Embedder):
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self._load().encode(
-            list(texts),
-            batch_size=self._batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        model = self._load()
+        with self._encoding:
+            vectors = model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return unit_rows(vectors, dimension=self.dimension, count=len(texts))
 
 
