@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pytest
 
 from palace_plugins.builtin.chroma import ChromaIndex, chroma_where
@@ -32,3 +34,24 @@ def test_chroma_where_is_a_single_clause_or_an_and() -> None:
             {"kind": {"$eq": "drawer"}},
         ]
     }
+
+
+class TestChromaBackendAskingItsIndex(BackendTests):
+    """Every filter passes more records than ``exact_below``: each query asks Chroma's HNSW
+    index and filters the neighbours on the catalog's fields."""
+
+    backend_options: ClassVar[dict[str, Any]] = {"exact_below": 1}
+
+    @pytest.fixture
+    def index_factory(self) -> IndexFactory:
+        return ChromaIndex
+
+
+class TestChromaBackendWithoutCatalog(BackendTests):
+    """``exact_below = 0``: no copy of the vectors in memory (what a Chroma server gets)."""
+
+    backend_options: ClassVar[dict[str, Any]] = {"exact_below": 0}
+
+    @pytest.fixture
+    def index_factory(self) -> IndexFactory:
+        return ChromaIndex

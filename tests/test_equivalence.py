@@ -2,11 +2,14 @@
 
 2,000 distinct, varied sentences are generated deterministically, embedded once with the
 real model, and the SAME vectors are fed to both backends. Every query must then give
-the same top-10 ids, in the same order, with and without a wing filter.
+the same top-10 ids, in the same order, with and without a wing filter, whether Chroma's
+HNSW index answers the filtered query (``chroma-ann``: ``exact_below = 1``) or the backend's
+exact scan of the few records passing (``chroma``, the default).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,20 +115,29 @@ def backends(
     for batch in ledger.iter_entries("drawers", batch_size=1000):
         chroma.upsert(entries=batch)  # the very vectors the exact scan reads
     assert exact.count() == chroma.count() == SIZE
-    yield {"sqlite": exact, "chroma": chroma}
+    # A second handle on the same collection that asks HNSW for every filter.
+    ann = ChromaIndex(dataclasses.replace(context, options={"exact_below": 1}))
+    assert ann.count() == SIZE
+    yield {"sqlite": exact, "chroma": chroma, "chroma-ann": ann}
+    ann.close()
     chroma.close()
     ledger.close()
 
 
+@pytest.mark.parametrize("backend", ["chroma", "chroma-ann"])
 @pytest.mark.parametrize("wing", [None, "east"])
 @pytest.mark.parametrize("query", QUERIES)
 def test_same_top_10(
-    backends: dict[str, VectorIndex], real_embedder: Embedder, query: str, wing: str | None
+    backends: dict[str, VectorIndex],
+    real_embedder: Embedder,
+    query: str,
+    wing: str | None,
+    backend: str,
 ) -> None:
     vector = real_embedder.embed_query(query)
     where = Filter(wing=wing)
     exact = backends["sqlite"].query(vector=vector, k=10, where=where)
-    approximate = backends["chroma"].query(vector=vector, k=10, where=where)
+    approximate = backends[backend].query(vector=vector, k=10, where=where)
     assert [m.id for m in approximate] == [m.id for m in exact]
     for a, e in zip(approximate, exact, strict=True):
         assert a.similarity == pytest.approx(e.similarity, abs=1e-4)

@@ -68,7 +68,15 @@ class ExactIndex(VectorIndex):
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return []
-        sims = table.matrix[rows] @ np.asarray(vector, dtype=np.float32)
+        query = np.asarray(vector, dtype=np.float32)
+        if rows.size * 2 > len(table.ids):
+            # Most rows pass (an unfiltered query): score the whole matrix in place rather
+            # than copying the passing rows out of it first.
+            sims = table.matrix @ query
+            if rows.size < len(table.ids):
+                sims = sims[rows]
+        else:
+            sims = table.matrix[rows] @ query
         if rows.size > k:
             # Keep every row tied with the k-th best so the id tie-break stays exact.
             kth = np.partition(sims, rows.size - k)[rows.size - k]

@@ -1,0 +1,124 @@
+"""The embedded Chroma backend's copy of the vectors (``vector_catalog``) stays in step with
+the index: writes through another handle on the same folder are seen, whether the copy is
+rebuilt from the ledger or (within ``REBUILD_EVERY`` of the last rebuild) set aside.
+
+Synthetic unit vectors (a FAKE set): these tests are about bookkeeping, not meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from palace_plugins.builtin import vector_catalog
+from palace_plugins.builtin.chroma import ChromaIndex
+from palace_plugins.testing import BackendTests
+from palace_plugins.testing.backends import DIMENSION, brute_force, entry, synthetic_vectors
+from palace_retrievers.index import BackendContext, IndexEntry
+from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
+from palace_retrievers.records import Filter
+
+put = BackendTests.put
+remove = BackendTests.remove
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[SQLiteLedger]:
+    ledger = SQLiteLedger(tmp_path / LEDGER_FILE)
+    yield ledger
+    ledger.close()
+
+
+def open_chroma(tmp_path: Path, ledger: SQLiteLedger, **options: object) -> ChromaIndex:
+    context = BackendContext(
+        palace_dir=tmp_path, collection="drawers", dimension=DIMENSION, ledger=ledger,
+        options=options,
+    )  # fmt: skip
+    return ChromaIndex(context)
+
+
+def entries(start: int, count: int, *, seed: int) -> list[IndexEntry]:
+    vectors = synthetic_vectors(count, seed=seed)
+    return [
+        entry(f"e{start + i:04d}", v, wing=f"w{(start + i) % 5}", user_id="u" if i % 7 else "")
+        for i, v in enumerate(vectors)
+    ]
+
+
+@pytest.mark.parametrize("rebuild_every", [0.0, 3600.0], ids=["rebuilt", "set-aside"])
+def test_writes_through_another_handle_are_seen(
+    tmp_path: Path, ledger: SQLiteLedger, monkeypatch: pytest.MonkeyPatch, rebuild_every: float
+) -> None:
+    writer = open_chroma(tmp_path, ledger)
+    reader = open_chroma(tmp_path, ledger)
+    try:
+        everything = entries(0, 300, seed=1)
+        put(ledger, writer, everything)
+        probes = synthetic_vectors(12, seed=2)
+        filters = [Filter(wing="w1"), Filter(wing="w2", user_id="u"), Filter(user_id="u")]
+
+        def check() -> None:
+            for n, probe in enumerate(probes):
+                where = filters[n % len(filters)]
+                found = [m.id for m in reader.query(vector=probe, k=8, where=where)]
+                assert found == brute_force(everything, probe, 8, where)
+
+        check()  # the reader's copy is built from the ledger on its first query
+        monkeypatch.setattr(vector_catalog, "REBUILD_EVERY", rebuild_every)
+        fresh = entries(300, 120, seed=3)
+        put(ledger, writer, fresh)
+        gone = [e.id for e in everything[::4]]
+        remove(ledger, writer, gone)
+        everything = [e for e in everything + fresh if e.id not in set(gone)]
+        check()
+        # And the writer's own copy followed its writes without a rebuild.
+        monkeypatch.setattr(vector_catalog, "REBUILD_EVERY", 3600.0)
+        probe = probes[0]
+        where = Filter(wing="w3", user_id="u")
+        found = [m.id for m in writer.query(vector=probe, k=8, where=where)]
+        assert found == brute_force(everything, probe, 8, where)
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_filter_passing_few_records_is_answered_exactly_and_others_by_the_index(
+    tmp_path: Path, ledger: SQLiteLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = open_chroma(tmp_path, ledger, exact_below=50)
+    asked: list[int] = []
+    original = ChromaIndex._nearest
+
+    def spy(self: ChromaIndex, query: np.ndarray, n: int, where: object) -> object:
+        asked.append(n)
+        return original(self, query, n, where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ChromaIndex, "_nearest", spy)
+    try:
+        everything = entries(0, 500, seed=4)
+        put(ledger, index, everything)
+        probe = synthetic_vectors(1, seed=5)[0]
+        narrow = Filter(wing="w1", user_id="")  # about 15 records
+        assert [m.id for m in index.query(vector=probe, k=5, where=narrow)] == brute_force(
+            everything, probe, 5, narrow
+        )
+        assert asked == []  # never asked Chroma
+        broad = Filter(user_id="u")  # about 430 records
+        assert [m.id for m in index.query(vector=probe, k=5, where=broad)] == brute_force(
+            everything, probe, 5, broad
+        )
+        assert asked
+        assert asked[0] < 30  # a probe sized by the share passing
+    finally:
+        index.close()
+
+
+def test_exact_below_must_be_a_count(tmp_path: Path, ledger: SQLiteLedger) -> None:
+    from palace_retrievers.errors import ConfigError
+
+    for bad in (-1, "many", True, 1.5):
+        with pytest.raises(ConfigError, match="exact_below"):
+            open_chroma(tmp_path, ledger, exact_below=bad)
