@@ -6,6 +6,27 @@ vector collection, and their full-text (FTS5) matches: ``memory.recall_candidate
 (``created_at``) pass them, and its wing and room are the filter's or empty (a memory
 with no wing applies to every wing of its owner). Expired memories are never recalled.
 
+**The asked slot and the asked time.** A question may name a slot
+(:func:`~palace_retrievers.slots.question_slots`: "Where do I live?" asks ``i|lives_in``)
+and a past period (:func:`~palace_retrievers.asof.period_in`: "in March 2024", "2024年3月",
+"last year"; else a search's ``until``, when it is in the past, is the asked moment; else
+the asked time is now). Both are read from the query's words, without the ledger. Then:
+
+- the owner's memories filed in the asked slot (:meth:`Ledger.slot_memories`, one indexed
+  query per asked slot, 1 or 2; plus the candidates whose slot matches it by
+  :func:`~palace_retrievers.slots.slots_match`) are laid out on one timeline per
+  predicate: each holds from its ``created_at`` until the next one's (or, superseded,
+  until its successor's ``created_at``, else its ``status_at``). A memory that held the
+  slot during the asked time is a candidate whatever its match, superseded or not, with
+  ``held`` = the share of the asked time it held (1 for the current value of a question
+  about now);
+- for a past period, the owner's *superseded* memories that match the query's words
+  (one more full-text query) and held during the period (``created_at`` to
+  ``status_at``) are candidates too, on the same terms as the active ones.
+
+A memory filed without a slot is found by its match alone. A query that names no slot
+and no past period costs no ledger query more than before.
+
 **Match.** How well a text answers the query, on the same footing for memories and
 drawers: ``match = v × cosine + b × coverage``, where ``coverage`` is the share of the
 query's terms (as BM25 sees them: stop words dropped, lightly stemmed) that the text
@@ -23,9 +44,14 @@ match of at least ``memory.min_relevance`` to be recalled at all.
   the drawer fusion's, so the two lists are on one scale: a memory that answers the
   query as well as the best drawer gets 1;
 - *freshness* is ``0.5 ** (days since updated_at / memory.half_life_days)``;
-- *heat* is ``min(access_count, memory.heat_cap) / memory.heat_cap``.
+- *heat* is ``min(access_count, memory.heat_cap) / memory.heat_cap``;
 
-**Merge.** A memory hit's score is ``memory.weight × recall``; drawer hits keep their
+and a memory that held the asked slot during the asked time (``held`` > 0) has a
+relevance of 1: it answers the question, whatever its wording.
+
+**Merge.** A memory hit's score is ``memory.weight × recall + memory.slot_weight ×
+held``, so the memory that holds the asked slot at the asked time ranks first (above the
+drawers too: a drawer's fused score is at most about 1.15); drawer hits keep their
 scores untouched, and the two lists are merged by score (ties: by id) and cut to ``k``.
 So drawers rank among themselves exactly as without memories, and a palace with no
 memories searches exactly as before. With ``include_history``, the superseded
@@ -50,12 +76,17 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from palace_retrievers.asof import Period, period_in, point, without_period
 from palace_retrievers.config import MemoryConfig, SearchConfig
 from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.memories import MEMORY_KINDS, Memory
 from palace_retrievers.records import Filter, Hit
+from palace_retrievers.slots import question_slots, slots_match
 from palace_retrievers.terms import terms
+
+#: The statuses of the memories a question about a past period may recall.
+HISTORY_STATUSES = ("active", "superseded")
 
 #: The first line of :func:`context_block`.
 CONTEXT_HEADER = (
@@ -96,6 +127,57 @@ class Candidate:
     cosine: float
     coverage: float
     match: float
+    held: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a query asks about, read from its words alone.
+
+    Attributes:
+        slots: The slots it asks (:func:`~palace_retrievers.slots.question_slots`).
+        period: The past period it asks about (from its words, or the search's past
+            ``until``); ``None``: now.
+        rest: The query without the words naming the period.
+    """
+
+    slots: tuple[str, ...]
+    period: Period | None
+    rest: str
+
+
+def asked(query: str, where: Filter, now: datetime) -> Asked:
+    """The slots and the past period ``query`` asks about (see the module's documentation)."""
+    period = period_in(query, now=now)
+    rest = without_period(query, period) if period is not None else query
+    if period is None and where.until is not None and where.until < now:
+        period = point(where.until)
+    return Asked(question_slots(rest), period, rest)
+
+
+def held_slot(
+    members: Sequence[Memory], period: Period, statuses: Collection[str]
+) -> dict[str, float]:
+    """Memory id → share of ``period`` it held its slot, for the memories of one asked
+    slot (see the module's documentation); those that never held it are left out."""
+    by_id = {m.id: m for m in members}
+    out: dict[str, float] = {}
+    for predicate in {(m.slot or "").rpartition("|")[2] for m in members}:
+        line = sorted(
+            (m for m in members if (m.slot or "").rpartition("|")[2] == predicate),
+            key=lambda m: (m.created_at, m.id),
+        )
+        for memory in line:
+            if memory.status not in statuses:
+                continue
+            ends = [m.created_at for m in line if m.created_at > memory.created_at]
+            if memory.status == "superseded":
+                successor = by_id.get(memory.superseded_by or "")
+                ends.append(successor.created_at if successor is not None else memory.status_at)
+            share = period.share(memory.created_at, min(ends, default=None))
+            if share > 0:
+                out[memory.id] = share
+    return out
 
 
 def recall_scores(
@@ -104,6 +186,8 @@ def recall_scores(
     """The parts of a memory's recall score (see the module's documentation)."""
     memory = candidate.memory
     relevance = min(max(candidate.match / best, 0.0), 1.0) if best > 0 else 0.0
+    if candidate.held > 0:
+        relevance = 1.0  # it holds the asked slot: it answers, whatever its wording
     fresh = freshness(memory, now, config.half_life_days)
     hot = heat(memory, config.heat_cap)
     recall = (
@@ -121,14 +205,18 @@ def recall_scores(
         "freshness": fresh,
         "heat": hot,
         "recall": recall,
+        "held": candidate.held,
         "memory": 1.0,
-        "final": config.weight * recall,
+        "final": config.weight * recall + config.slot_weight * candidate.held,
     }
 
 
-def passes(memory: Memory, where: Filter, now: datetime) -> bool:
-    """True when an active memory may be recalled by a search with ``where``."""
-    if memory.status != "active" or memory.expired(now):
+def passes(
+    memory: Memory, where: Filter, now: datetime, statuses: Collection[str] = ("active",)
+) -> bool:
+    """True when a memory (``active``, or of ``statuses``) may be recalled by a search
+    with ``where``."""
+    if memory.status not in statuses or memory.expired(now):
         return False
     if (memory.user_id or "") != where.owner:
         return False
@@ -201,28 +289,64 @@ class Recall:
         k: int = 0,
     ) -> list[Candidate]:
         """The memories that may be recalled for ``query``, with how well they match
-        (``max(k, memory.recall_candidates)`` by vector and as many by full text)."""
+        (``max(k, memory.recall_candidates)`` by vector and as many by full text, and
+        those holding the slot the query asks about; see the module's documentation)."""
         limit = max(k, self._config.recall_candidates)
+        ask = asked(query, where, now)
+        statuses = ("active",) if ask.period is None else HISTORY_STATUSES
         index_where = Filter(
             user_id=where.user_id, kind=where.kind, since=where.since, until=where.until
         )
         matches = self._indexes.query("memories", vector=vector, k=limit, where=index_where)
         cosines = {m.id: m.similarity for m in matches}
-        lexical = [
+        wanted = [
             i
             for i, _ in self._ledger.lexical_memories(query, user_id=where.user_id, limit=limit)
             if i not in cosines
         ]
+        if ask.period is not None:
+            wanted += [
+                i
+                for i, _ in self._ledger.lexical_memories(
+                    ask.rest or query, user_id=where.user_id, statuses=("superseded",), limit=limit
+                )
+                if i not in cosines
+            ]
+        members = {
+            m.id: m
+            for slot in ask.slots
+            for m in self._ledger.slot_memories(slot, user_id=where.user_id, statuses=statuses)
+        }
+        loaded = {m.id: m for m in self._ledger.get_memories([*cosines, *dict.fromkeys(wanted)])}
+        loaded.update(members)
         query_vector = np.asarray(vector, dtype=np.float32)
-        for memory_id, stored in self._ledger.memory_vectors(lexical).items():
+        missing = [i for i in loaded if i not in cosines]
+        for memory_id, stored in self._ledger.memory_vectors(missing).items():
             cosines[memory_id] = float(stored @ query_vector)
+        period = ask.period or point(now)
+        for memory in loaded.values():
+            if memory.slot and any(slots_match(memory.slot, s) for s in ask.slots):
+                members.setdefault(memory.id, memory)
+        held = held_slot(list(members.values()), period, statuses)
         out = []
-        for memory in self._ledger.get_memories(list(cosines)):
-            if not passes(memory, where, now):
+        for memory in loaded.values():
+            share = held.get(memory.id, 0.0)
+            if share > 0:
+                ok = passes(memory, where, now, statuses)
+            elif memory.status == "superseded":  # a past period's word match
+                ok = (
+                    ask.period is not None
+                    and passes(memory, where, now, ("superseded",))
+                    and ask.period.share(memory.created_at, memory.status_at) > 0
+                )
+            else:
+                ok = passes(memory, where, now)
+            if not ok:
                 continue
-            covered, match = self.match(cosines[memory.id], query_terms, memory.text)
-            if match >= self._config.min_relevance:
-                out.append(Candidate(memory, cosines[memory.id], covered, match))
+            cosine = cosines.get(memory.id, 0.0)
+            covered, match = self.match(cosine, query_terms, memory.text)
+            if share > 0 or match >= self._config.min_relevance:
+                out.append(Candidate(memory, cosine, covered, match, share))
         return out
 
     def hits(self, candidates: Sequence[Candidate], *, best: float, now: datetime) -> list[Hit]:
