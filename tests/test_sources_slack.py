@@ -7,7 +7,10 @@ workspace export; see ``docs/sources.md``). The palace uses the FAKE embedder.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -138,8 +141,15 @@ def test_not_an_export(tmp_path: Path) -> None:
     (tmp_path / "notes.md").write_text("hello")
     with pytest.raises(SourceError, match="is not a Slack export"):
         list(SlackSource({}).scan(tmp_path))
-    with pytest.raises(SourceError, match="unzip the Slack export"):
+    with pytest.raises(SourceError, match=r"neither a folder nor a \.zip"):
         list(SlackSource({}).scan(tmp_path / "notes.md"))
+    with zipfile.ZipFile(tmp_path / "notes.zip", "w") as archive:
+        archive.writestr("notes.md", "hello")
+    with pytest.raises(SourceError, match="is not a Slack export"):
+        list(SlackSource({}).scan(tmp_path / "notes.zip"))
+    (tmp_path / "broken.zip").write_bytes(b"PK\x05\x06" + b"\0" * 10)
+    with pytest.raises(SourceError):
+        list(SlackSource({}).scan(tmp_path / "broken.zip"))
 
 
 def test_broken_lists_and_messages_are_reported(fake_palace: Palace, tmp_path: Path) -> None:
@@ -178,3 +188,125 @@ def test_broken_lists_and_messages_are_reported(fake_palace: Palace, tmp_path: P
 )
 def test_markup(markup: str, text: str) -> None:
     assert resolve(markup, Directory({"U1": "Ana"}, {"C1": "general"})) == text
+
+
+# -- the export's .zip, read in place --------------------------------------------------
+
+
+def zip_export(
+    folder: Path, target: Path, *, top: str = "", extra: dict[str, bytes] | None = None
+) -> Path:
+    """``folder`` zipped as Slack does (``top``: inside one folder), with ``extra`` members."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                archive.write(file, top + file.relative_to(folder).as_posix())
+        for name, data in (extra or {}).items():
+            archive.writestr(name, data)
+    return target
+
+
+def _by_session(palace: Palace, wing: str) -> dict[str, list[tuple[object, ...]]]:
+    return {
+        session: [
+            (d.text, d.room, d.chunk_index, d.line_start, d.line_end, d.content_date,
+             {k: v for k, v in d.metadata.items()})
+            for d in found
+        ]
+        for session, found in drawers(palace, wing).items()
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("top", ["", "Larkspur Slack export Jun 27 2024 - Jun 28 2024/"])
+def test_a_zip_gives_what_its_folder_gives(
+    fake_palace: Palace, export: Path, tmp_path: Path, top: str
+) -> None:
+    archive = zip_export(export, tmp_path / "export.zip", top=top)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    from_folder = fake_palace.mine(export, source="slack", wing="folder")
+    from_zip = fake_palace.mine(archive, source="slack", wing="zip")
+    assert (from_zip.seen, from_zip.mined) == (from_folder.seen, from_folder.mined) == (5, 5)
+    assert _by_session(fake_palace, "zip") == _by_session(fake_palace, "folder")
+    assert sorted(fake_palace.ledger.source_states("zip")) == sorted(
+        fake_palace.ledger.source_states("folder")
+    )
+    # The damage is noted at the same place, inside the zip.
+    (damage,) = from_zip.skipped
+    assert damage.location == f"{archive}/engineering/2024-06-28.json:27:17"
+    thread = drawers(fake_palace, "zip")["general/2024-06-27"][1]
+    assert thread.source == f"{archive}/general/2024-06-27.json"
+    # Nothing was extracted anywhere, and an unchanged zip is not read again.
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    again = fake_palace.mine(archive, source="slack", wing="zip")
+    assert (again.mined, again.unchanged) == (0, 5)
+    # A new zip is read again, and only what changed is re-filed.
+    os.utime(archive, (1, 1))
+    touched = fake_palace.mine(archive, source="slack", wing="zip")
+    assert (touched.seen, touched.drawers_added) == (5, 0)
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_hostile_zip_members_are_skipped_and_never_written(
+    fake_palace: Palace, export: Path, tmp_path: Path
+) -> None:
+    day = (export / "general" / "2024-06-27.json").read_bytes()
+    hostile = {
+        "../outside/2024-06-27.json": day,
+        "/etc/2024-06-27.json": day,
+        "general/../../2024-06-27.json": day,
+        "C:/evil/2024-06-27.json": day,
+        "evil\\2024-06-27.json": day,
+        "line\nbreak/2024-06-27.json": day,
+    }
+    archive = zip_export(export, tmp_path / "export.zip", extra=hostile)
+    with zipfile.ZipFile(archive, "a") as zipped:
+        link = zipfile.ZipInfo("linked/2024-06-27.json")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zipped.writestr(link, "/etc/passwd")
+        zipped.writestr("general/2024-06-27.json", b"[]")  # the same name again
+    work = tmp_path / "work"
+    work.mkdir()
+    os.chdir(work)
+    report = fake_palace.mine(archive, source="slack", wing="zip")
+    assert report.seen == 5
+    reasons = {s.location.removeprefix(f"{archive}/"): s.reason for s in report.skipped}
+    for name in hostile:
+        assert "could point outside the export" in reasons[name], name
+    assert "not followed" in reasons["linked/2024-06-27.json"]
+    assert "twice" in reasons["general/2024-06-27.json"]
+    assert sorted(drawers(fake_palace, "zip")) == [
+        "D05DIRECT01/2024-06-28",
+        "engineering/2024-06-27",
+        "engineering/2024-06-28",
+        "general/2024-06-27",
+        "general/2024-06-28",
+    ]
+    assert len(drawers(fake_palace, "zip")["general/2024-06-27"]) == 3  # the first copy read
+    assert list(work.iterdir()) == []
+    assert not (tmp_path / "outside").exists()
+
+
+def test_an_oversized_or_encrypted_member_costs_only_itself(
+    fake_palace: Palace, export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import palace_plugins.builtin.slack as slack
+
+    archive = zip_export(export, tmp_path / "export.zip")
+    with zipfile.ZipFile(archive, "a") as zipped:
+        zipped.writestr("random/2024-06-27.json", b"[]")
+    # Mark that member encrypted in the central directory (zipfile cannot write one).
+    data = bytearray(archive.read_bytes())
+    at = data.rindex(b"PK\x01\x02")  # the last central entry is the member just added
+    assert data[at + 46 : at + 46 + 22] == b"random/2024-06-27.json"
+    data[at + 8] |= 0x1
+    archive.write_bytes(bytes(data))
+    monkeypatch.setattr(slack, "MAX_MEMBER_BYTES", 1500)
+    report = fake_palace.mine(archive, source="slack", wing="zip")
+    reasons = {s.location.removeprefix(f"{archive}/"): s.reason for s in report.skipped}
+    assert "over 1500: not read" in reasons["users.json"]
+    assert "over 1500: not read" in reasons["general/2024-06-28.json"]
+    assert "encrypted: not read" in reasons["random/2024-06-27.json"]
+    too_big = [n for n, r in reasons.items() if "/20" in n and "over 1500" in r]
+    assert report.seen == 6
+    assert report.mined == 6 - len(too_big) - 1
+    assert "D05DIRECT01/2024-06-28" in drawers(fake_palace, "zip")  # small enough

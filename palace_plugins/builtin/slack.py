@@ -1,9 +1,10 @@
-"""The ``slack`` source: an unzipped Slack workspace export.
+"""The ``slack`` source: a Slack workspace export, unzipped or as its ``.zip``.
 
-An export is a folder with ``users.json``, ``channels.json`` (and, in exports that hold
-them, ``groups.json``, ``dms.json``, ``mpims.json``) and one folder per conversation
-(named after the channel, or the id of a direct message) holding one JSON array of
-messages per day, ``YYYY-MM-DD.json``. Each day file is one entry, keyed
+An export is a folder (or a zip holding it, at its top or in one folder) with
+``users.json``, ``channels.json`` (and, in exports that hold them, ``groups.json``,
+``dms.json``, ``mpims.json``) and one folder per conversation (named after the channel,
+or the id of a direct message) holding one JSON array of messages per day,
+``YYYY-MM-DD.json``. Each day file is one entry, keyed
 ``slack:<channel>/<day>.json``; its drawers go to the room named after the channel.
 
 Inside a day, a thread (a parent message and the replies that share its ``thread_ts``)
@@ -22,15 +23,25 @@ Times come from each message's ``ts`` (epoch seconds, stored as UTC); the ``ts``
 message id. A day file damaged part-way keeps the messages before the damage. Symlinks
 inside the export (a channel folder, a day file, ``users.json``) are not followed: they are
 noted and skipped, so that mining an export never reads outside it.
+
+A ``.zip`` is read in place with :mod:`zipfile`, never extracted: its day files give the
+same entries, keys and drawers as the unzipped folder, located at ``<zip>/<channel>/<day>``
+and dated by the zip's own mtime (a new zip is read again; only what changed is
+re-filed). A member whose name could point outside the export (absolute, ``..``,
+backslashes, control characters), a symlink member, a name given twice, an encrypted or
+oversized member (over :data:`MAX_MEMBER_BYTES`) is noted and skipped.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import stat
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +72,9 @@ NOT_FOLLOWED = "a symlink: not followed, so that nothing outside the export is r
 PAUSE = timedelta(hours=1)
 """A longer pause between two messages outside threads starts a new group."""
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
+MAX_MEMBER_BYTES = 512 * 1024 * 1024
+"""A zip member larger than this, uncompressed, is skipped (a zip bomb is not read)."""
+_HOSTILE = re.compile(r"[\x00-\x1f\x7f\\]|^/|^[A-Za-z]:|(^|/)\.\.?(/|$)|//")
 _ANGLED = re.compile(r"<([^<>]+)>")
 
 
@@ -102,30 +116,179 @@ def _user_name(user: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _load_list(file: Path, problems: Problems) -> list[Any]:
-    if file.is_symlink():
-        problems.add(str(file), NOT_FOLLOWED)
-        return []
-    if not file.is_file():
-        return []
+@dataclass(frozen=True, slots=True)
+class Day:
+    """One channel's day file in an export (a folder's file or a zip's member)."""
+
+    channel: str
+    name: str
+    location: str
+    mtime: float
+    read: Callable[[], bytes]
+
+
+class _Folder:
+    """An unzipped export: its day files, and its lists by name."""
+
+    def __init__(self, root: Path, problems: Problems) -> None:
+        self.root = root
+        self._problems = problems
+
+    def days(self) -> list[Day]:
+        days: list[Day] = []
+        for folder in sorted(self.root.iterdir()):
+            if folder.name.startswith(".") or not folder.is_dir():
+                continue
+            if folder.is_symlink():
+                self._problems.add(str(folder), NOT_FOLLOWED)
+                continue
+            for file in sorted(folder.iterdir()):
+                if not _DAY.fullmatch(file.name):
+                    continue
+                if file.is_symlink() or not file.is_file():
+                    reason = NOT_FOLLOWED if file.is_symlink() else "not a file"
+                    self._problems.add(str(file), reason)
+                else:
+                    days.append(
+                        Day(
+                            folder.name,
+                            file.name,
+                            str(file),
+                            file.stat().st_mtime,
+                            read=partial(read_bytes, file),
+                        )
+                    )
+        return days
+
+    def has_list(self, name: str) -> bool:
+        return (self.root / name).is_file()
+
+    def list_bytes(self, name: str) -> tuple[str, bytes] | None:
+        file = self.root / name
+        if file.is_symlink():
+            self._problems.add(str(file), NOT_FOLLOWED)
+            return None
+        if not file.is_file():
+            return None
+        return str(file), read_bytes(file)
+
+
+class _Zip:
+    """An export's ``.zip``, read in place: the same days and lists as its folder."""
+
+    def __init__(self, path: Path, archive: zipfile.ZipFile, problems: Problems) -> None:
+        self.root = path
+        self._archive = archive
+        self._problems = problems
+        self._mtime = path.stat().st_mtime
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in archive.infolist():
+            name = info.filename
+            if info.is_dir():
+                continue
+            where = f"{path}/{name}"
+            if _HOSTILE.search(name):
+                problems.add(where, "a name that could point outside the export: not read")
+            elif stat.S_ISLNK(info.external_attr >> 16):
+                problems.add(where, NOT_FOLLOWED)
+            elif name in members:
+                problems.add(where, "in the zip twice: the first one is read")
+            else:
+                members[name] = info
+        self._prefix = _export_prefix(members)
+        self._members = {
+            name.removeprefix(self._prefix): info
+            for name, info in members.items()
+            if name.startswith(self._prefix)
+        }
+
+    def _read(self, name: str) -> bytes:
+        info = self._members[name]
+        where = f"{self.root}/{name}"
+        if info.file_size > MAX_MEMBER_BYTES:
+            raise SourceError(
+                f"{where} is {info.file_size} bytes uncompressed, over {MAX_MEMBER_BYTES}: not read"
+            )
+        if info.flag_bits & 0x1:
+            raise SourceError(f"{where} is encrypted: not read")
+        try:
+            return self._archive.read(info)
+        except (OSError, ValueError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
+            raise SourceError(f"cannot read {where}: {exc}") from None
+
+    def days(self) -> list[Day]:
+        days: list[Day] = []
+        for name in sorted(self._members):
+            channel, slash, day = name.partition("/")
+            if not slash or channel.startswith(".") or not _DAY.fullmatch(day):
+                continue
+            days.append(
+                Day(
+                    channel,
+                    day,
+                    f"{self.root}/{name}",
+                    self._mtime,
+                    read=partial(self._read, name),
+                )
+            )
+        return days
+
+    def has_list(self, name: str) -> bool:
+        return name in self._members
+
+    def list_bytes(self, name: str) -> tuple[str, bytes] | None:
+        if name not in self._members:
+            return None
+        return f"{self.root}/{name}", self._read(name)
+
+
+def _export_prefix(members: Mapping[str, zipfile.ZipInfo]) -> str:
+    """Where the export starts inside a zip: at its top, or in its one top folder."""
+
+    def looks_like_export(prefix: str) -> bool:
+        return any(
+            name.startswith(prefix)
+            and (
+                name.removeprefix(prefix) in ("users.json", *CHANNEL_LISTS)
+                or (
+                    name.removeprefix(prefix).count("/") == 1
+                    and bool(_DAY.fullmatch(name.rsplit("/", 1)[1]))
+                )
+            )
+            for name in members
+        )
+
+    if looks_like_export(""):
+        return ""
+    tops = {name.split("/", 1)[0] for name in members if "/" in name}
+    if len(tops) == 1 and looks_like_export(prefix := f"{tops.pop()}/"):
+        return prefix
+    return ""
+
+
+def _load_list(export: _Folder | _Zip, name: str, problems: Problems) -> list[Any]:
     try:
-        return [item.value for item in array_items(decode(read_bytes(file)), str(file), problems)]
+        found = export.list_bytes(name)
+        if found is None:
+            return []
+        where, data = found
+        return [item.value for item in array_items(decode(data), where, problems)]
     except SourceError as exc:
-        problems.add(str(file), str(exc))
+        problems.add(f"{export.root}/{name}", str(exc))
         return []
 
 
-def directory(root: Path, problems: Problems) -> Directory:
+def directory(export: _Folder | _Zip, problems: Problems) -> Directory:
     """The users and channels an export lists (empty when its lists are missing)."""
     users = {
         str(u["id"]): name
-        for u in _load_list(root / "users.json", problems)
+        for u in _load_list(export, "users.json", problems)
         if isinstance(u, dict) and u.get("id") and (name := _user_name(u))
     }
     channels = {
         str(c["id"]): str(c.get("name") or c["id"])
         for listing in CHANNEL_LISTS
-        for c in _load_list(root / listing, problems)
+        for c in _load_list(export, listing, problems)
         if isinstance(c, dict) and c.get("id")
     }
     return Directory(users, channels)
@@ -228,16 +391,19 @@ def day_groups(
 
 
 def read_day(
-    file: Path, *, channel: str, names: Directory, chunking: Chunking, problems: Problems
+    day: Day, *, names: Directory, chunking: Chunking, problems: Problems
 ) -> SourceDocument:
     """The segments of one channel's day file."""
-    data = read_bytes(file)
-    items = list(array_items(decode(data), str(file), problems))
+    data = day.read()
+    channel, stem = day.channel, day.name.removesuffix(".json")
+    items = list(array_items(decode(data), day.location, problems))
     names = names.with_profiles([item.value for item in items])
     messages: list[tuple[Mapping[str, Any], Turn]] = []
     for item in items:
         if not isinstance(item.value, dict):
-            problems.add(f"{file}:{item.line_start}", f"message {item.index} is not a JSON object")
+            problems.add(
+                f"{day.location}:{item.line_start}", f"message {item.index} is not a JSON object"
+            )
             continue
         turn = message_turn(item.value, names, (item.line_start, item.line_end))
         if turn is not None:
@@ -251,7 +417,7 @@ def read_day(
 
     cut = segments(
         [turns for _, turns in groups],
-        session=f"{channel}/{file.stem}",
+        session=f"{channel}/{stem}",
         chunking=chunking,
         extra=extra,
     )
@@ -261,14 +427,14 @@ def read_day(
         text="\n\n".join(s.text for s in cut),
         content_hash=digest(content_hash(data), json.dumps(speakers), length=64),
         room=channel,
-        content_date=utc(f"{file.stem}T00:00:00"),
+        content_date=utc(f"{stem}T00:00:00"),
         metadata={"format": "slack", "channel": channel, "channel_id": channel_id},
         segments=cut,
     )
 
 
 class SlackSource(Source):
-    """Slack export folders. Options: ``chunk_size``, ``chunk_overlap``."""
+    """Slack export folders and zips. Options: ``chunk_size``, ``chunk_overlap``."""
 
     palace_settings = frozenset({"chunk_size", "chunk_overlap"})
 
@@ -282,50 +448,47 @@ class SlackSource(Source):
         if not path.exists():
             raise SourceError(f"nothing to mine at {path}: no such file or directory")
         path = path.resolve()
-        if not path.is_dir():
-            raise SourceError(f"{path} is not a folder: unzip the Slack export and mine its folder")
         problems = Problems()
-        days: list[tuple[Path, Path]] = []
-        for folder in sorted(path.iterdir()):
-            if folder.name.startswith(".") or not folder.is_dir():
-                continue
-            if folder.is_symlink():
-                problems.add(str(folder), NOT_FOLLOWED)
-                continue
-            for file in sorted(folder.iterdir()):
-                if not _DAY.fullmatch(file.name):
-                    continue
-                if file.is_symlink() or not file.is_file():
-                    problems.add(str(file), NOT_FOLLOWED if file.is_symlink() else "not a file")
-                else:
-                    days.append((folder, file))
-        listed = [name for name in ("users.json", *CHANNEL_LISTS) if (path / name).is_file()]
+        if path.is_dir():
+            yield from self._scan(_Folder(path, problems), problems)
+            return
+        if not zipfile.is_zipfile(path):
+            raise SourceError(
+                f"{path} is neither a folder nor a .zip: mine a Slack export's folder or its zip"
+            )
+        try:
+            archive = zipfile.ZipFile(path)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise SourceError(f"cannot read {path}: {exc}") from None
+        with archive:  # open while the miner reads the entries
+            yield from self._scan(_Zip(path, archive, problems), problems)
+
+    def _scan(self, export: _Folder | _Zip, problems: Problems) -> Iterator[SourceEntry | Skipped]:
+        days = export.days()
+        listed = [name for name in ("users.json", *CHANNEL_LISTS) if export.has_list(name)]
         if not days and not listed:
             raise SourceError(
-                f"{path} is not a Slack export: no users.json, channels.json or "
+                f"{export.root} is not a Slack export: no users.json, channels.json or "
                 "channel folders of YYYY-MM-DD.json files"
             )
-        names = directory(path, problems)
+        names = directory(export, problems)
         if not days:
-            problems.add(str(path), "empty Slack export: no channel messages")
+            problems.add(str(export.root), "empty Slack export: no channel messages")
         yield from reported(self._entries(days, names, problems), problems)
 
     def _entries(
-        self, days: list[tuple[Path, Path]], names: Directory, problems: Problems
+        self, days: list[Day], names: Directory, problems: Problems
     ) -> Iterator[SourceEntry]:
         chunking = self._chunking
-        for folder, file in days:
-            channel = folder.name
+        for day in days:
 
-            def read(file: Path = file, channel: str = channel) -> SourceDocument:
-                return read_day(
-                    file, channel=channel, names=names, chunking=chunking, problems=problems
-                )
+            def read(day: Day = day) -> SourceDocument:
+                return read_day(day, names=names, chunking=chunking, problems=problems)
 
             yield SourceEntry(
-                key=f"slack:{channel}/{file.name}",
-                location=str(file),
-                mtime=file.stat().st_mtime,
+                key=f"slack:{day.channel}/{day.name}",
+                location=day.location,
+                mtime=day.mtime,
                 read=read,
             )
 
