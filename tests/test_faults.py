@@ -230,13 +230,17 @@ with Palace.open({palace!r}, embedder="fake") as palace:
     queries = json.loads(sys.stdin.read())
     found = [palace.search(q, k=3, memories=False) for q in queries]
     nearest = [palace.search_by_vector(palace.embedder.embed_query(q), k=3) for q in queries]
+    print(json.dumps(sorted(palace.indexes.degraded)))
     print(json.dumps([[h[0].id if h else None for h in hits] for hits in (found, nearest)]))
 """
 
 
-def _first_hits(palace_dir: Path, queries: list[str]) -> list[list[str | None]]:
+def _first_hits(
+    palace_dir: Path, queries: list[str], *, degraded: list[str] | None = None
+) -> list[list[str | None]]:
     """The first hit of each query, by the whole search and by the vector index alone
-    (``search_by_vector``), found by a child process that must not crash."""
+    (``search_by_vector``), found by a child process that must not crash; ``degraded``
+    (if given) receives the collections whose index the palace noticed to be broken."""
     code = _SEARCHES.format(tests=str(DRIVER.parent), palace=str(palace_dir))
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -247,7 +251,10 @@ def _first_hits(palace_dir: Path, queries: list[str]) -> list[list[str | None]]:
         env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    found: list[list[str | None]] = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    if degraded is not None:
+        degraded.extend(json.loads(lines[-2]))
+    found: list[list[str | None]] = json.loads(lines[-1])
     return found
 
 
@@ -297,6 +304,8 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "hnsw-data-deleted": lambda p: (_hnsw(p) / "data_level0.bin").unlink(),
     "hnsw-data-truncated": lambda p: _truncate(_hnsw(p) / "data_level0.bin"),
     "hnsw-header-truncated": lambda p: _truncate(_hnsw(p) / "header.bin"),
+    "hnsw-length-truncated": lambda p: _truncate(_hnsw(p) / "length.bin"),
+    "hnsw-links-truncated": lambda p: _truncate(_hnsw(p) / "link_lists.bin"),
     "hnsw-data-zeroed": lambda p: _zero(_hnsw(p) / "data_level0.bin"),
     "fts-emptied": lambda p: _ledger(
         p,
@@ -305,29 +314,28 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     ),
     "fts-dropped": lambda p: _ledger(p, "DROP TABLE drawers_fts; DROP TABLE drawers_trigram;"),
 }
-#: Damage the palace does not yet notice or repair (see docs/reliability.md): Chroma
-#: answers from a truncated HNSW data file without a word (wrong neighbours). Probing the
-#: index with its own vectors on open was tried: a query on some damaged HNSW files
-#: crashes the process (SIGSEGV inside Chroma), which is worse than wrong neighbours.
+#: Damage to the vector index that the palace must notice on open (the index degraded,
+#: searches answered by the exact scan), without ever letting Chroma load the damaged
+#: files: Chroma answers from a truncated HNSW data file without an error (wrong
+#: neighbours), and a query on some damaged files crashes the process (SIGSEGV). The
+#: backend checks the HNSW files' structure on disk (palace_plugins/builtin/hnsw_files.py).
 #: (An emptied or dropped FTS table is noticed by Ledger.lexical_problem and rebuilt by
 #: the next write and by `palace reindex`.)
-NOT_YET = {
-    "hnsw-data-truncated": "Chroma answers from a truncated HNSW file without an error; "
-    "the index is not checked against its own vectors on open",
-}
+NOTICED = {name for name in DAMAGE if name.startswith(("chroma-", "hnsw-"))}
 
 
 #: Variants left to ``make test-slow``: each is like another that ``make test`` runs.
-LONG = {"hnsw-header-truncated", "hnsw-data-zeroed", "fts-emptied"}
+LONG = {
+    "hnsw-header-truncated",
+    "hnsw-length-truncated",
+    "hnsw-links-truncated",
+    "hnsw-data-zeroed",
+    "fts-emptied",
+}
 
 
 def _damage_param(name: str) -> Any:
-    marks = [pytest.mark.long] if name in LONG else []
-    if name in NOT_YET:
-        # Not strict: what Chroma answers from a truncated file depends on where the cut
-        # falls and on its query path; the damage is not detected either way.
-        marks.append(pytest.mark.xfail(strict=False, reason=NOT_YET[name]))
-    return pytest.param(name, marks=marks)
+    return pytest.param(name, marks=[pytest.mark.long] if name in LONG else [])
 
 
 @pytest.mark.parametrize("damage", [_damage_param(name) for name in DAMAGE])
@@ -343,8 +351,12 @@ def test_a_damaged_index_is_survived_and_reindex_restores_full_results(
     DAMAGE[damage](palace_dir)
     queries, expected = list(probes.values()), list(probes)
 
-    # Opens and answers in full, through the whole search and the vector floor alone.
-    assert _first_hits(palace_dir, queries) == [expected, expected]
+    # Opens, notices a damaged index, and answers in full, through the whole search and
+    # the vector floor alone.
+    degraded: list[str] = []
+    assert _first_hits(palace_dir, queries, degraded=degraded) == [expected, expected]
+    if damage in NOTICED:
+        assert "drawers" in degraded
 
     install_fake_embedder(monkeypatch)
     done = CliRunner().invoke(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_plugins.builtin.filter_fields import FieldCache, Fields
+from palace_plugins.builtin.hnsw_files import hnsw_problem
 from palace_plugins.builtin.server_names import namespace
 from palace_plugins.builtin.vector_catalog import VectorCatalog
 from palace_plugins.hookspecs import Register, hookimpl
@@ -194,15 +196,24 @@ class ChromaIndex(VectorIndex):
         self._exact_below = exact_below
         self._catalog: VectorCatalog | None = None
         self._counter: sqlite3.Connection | None = None
-        if address is None and exact_below > 0:
+        self._counter_lock = threading.Lock()
+        self._path = path if address is None else None
+        if address is None:
             self._counter = _open_counter(path)
+        if self._counter is not None and exact_below > 0:
             self._catalog = VectorCatalog(
                 ledger=context.ledger,
                 collection=context.collection,
                 version=self._version,
                 dimension=context.dimension,
-                empty=self.count() == 0,
+                empty=self._empty(),
             )
+
+    def _empty(self) -> bool:
+        """Whether the collection was never written to, read from Chroma's SQLite file
+        (not by counting: that loads the HNSW graph, which may be damaged)."""
+        state = self._state()
+        return state is not None and state[1] is None
 
     def _open_collection(self) -> Any:
         return self._client.get_or_create_collection(
@@ -310,13 +321,26 @@ class ChromaIndex(VectorIndex):
         """Chroma's write counter for this collection (its id and the last sequence number
         its metadata segment applied), read from Chroma's SQLite file; ``None`` when it
         cannot be read."""
+        return self._state()
+
+    def _state(self) -> tuple[str, int | None] | None:
+        """The collection's id in Chroma and the last write sequence number it applied
+        (``None`` if it was never written to); ``None`` if that cannot be read."""
+        row = self._read_chroma(_COUNTER_SQL)
+        return None if row is None else (str(row[0]), None if row[1] is None else int(row[1]))
+
+    def _read_chroma(self, sql: str) -> tuple[Any, ...] | None:
+        """The row a query on embedded Chroma's SQLite file about this collection (its name
+        the one parameter) finds; ``None`` if none, if the file cannot be read, or if
+        Chroma is a server."""
         if self._counter is None:
             return None
-        try:
-            row = self._counter.execute(_COUNTER_SQL, (self._name,)).fetchone()
-        except sqlite3.Error:
-            return None
-        return None if row is None else (str(row[0]), row[1])
+        with self._counter_lock:
+            try:
+                row: tuple[Any, ...] | None = self._counter.execute(sql, (self._name,)).fetchone()
+            except sqlite3.Error:
+                return None
+        return row
 
     def _nearest(
         self, query: npt.NDArray[np.float32], n: int, where: dict[str, Any] | None
@@ -351,10 +375,30 @@ class ChromaIndex(VectorIndex):
         self._collection = self._open_collection()
 
     def health(self) -> Health:
+        """Embedded, the HNSW files are checked on disk first (:mod:`hnsw_files`), and
+        Chroma is not asked anything more when they are damaged: counting loads the graph,
+        and Chroma answers from some damaged files without an error and crashes on others."""
+        problem = self._hnsw_problem()
+        if problem is not None:
+            return Health(ok=False, count=None, detail=problem)
         try:
-            return Health(ok=True, count=self.count(), detail=f"{self._where}, {self._name}")
+            count = self.count()
         except Exception as exc:
             return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
+        return Health(ok=True, count=count, detail=f"{self._where}, {self._name}")
+
+    def _hnsw_problem(self) -> str | None:
+        """What is wrong with this collection's HNSW files (embedded only), or ``None``."""
+        state = self._state()
+        if state is None or state[1] is None:
+            return None  # never written to: Chroma has no files for it yet
+        row = self._read_chroma(_SEGMENT_SQL)
+        if self._path is None or row is None:
+            return None
+        folder = self._path / str(row[0])
+        if not folder.is_dir():
+            return f"the HNSW folder {folder} of {self._name} is missing"
+        return hnsw_problem(folder)
 
     def close(self) -> None:
         # Chroma shares one client system per path in the process and keeps it (with its
@@ -374,6 +418,10 @@ def _matches(found: Sequence[tuple[str, float]]) -> list[VectorMatch]:
 
 
 #: Chroma's write counter for a collection, in its SQLite file (``chroma.sqlite3``).
+_SEGMENT_SQL = (
+    "SELECT s.id FROM segments s JOIN collections c ON c.id = s.collection "
+    "WHERE c.name = ? AND s.scope = 'VECTOR'"
+)
 _COUNTER_SQL = (
     "SELECT c.id, max(m.seq_id) FROM collections c "
     "LEFT JOIN segments s ON s.collection = c.id "
