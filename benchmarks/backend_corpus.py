@@ -188,13 +188,15 @@ def cached_vectors(
     corpus: list[str], *, cache: Path, label: str, limit: int | None = None
 ) -> npt.NDArray[np.float32]:
     """The MiniLM vectors of ``corpus`` (of its first ``limit`` texts when given),
-    embedding only the chunks not cached yet under ``cache / label``."""
-    corpus = corpus[:limit] if limit is not None else corpus
+    embedding only the chunks not cached yet under ``cache / label``. Chunks are cut from
+    the whole ``corpus``, so a limit reads the chunks of the larger corpus (embedding the
+    rest of the last one it needs)."""
+    needed = len(corpus) if limit is None else min(limit, len(corpus))
     parts: list[npt.NDArray[np.float32]] = []
     embedder: Any = None
     start_time = time.perf_counter()
     embedded = 0
-    for number, start in enumerate(range(0, len(corpus), CHUNK)):
+    for number, start in enumerate(range(0, needed, CHUNK)):
         chunk = corpus[start : start + CHUNK]
         path = _chunk_path(cache, label, chunk, number)
         if path.exists():
@@ -216,7 +218,7 @@ def cached_vectors(
         sys.stdout.flush()
     if not parts:
         return np.zeros((0, 384), dtype=np.float32)
-    return np.concatenate(parts)
+    return np.concatenate(parts)[:needed]
 
 
 def main() -> None:

@@ -12,10 +12,13 @@ embedded once and cached). Then each backend gets an empty index over that ledge
   the drawers) and a wing + room filter (2%); median and p95 latency, after a warm-up.
 - **recall@10**: the share of the exact top 10 (the ``sqlite`` backend: a numpy scan of
   the ledger's vectors) that the backend returns, for the same query and filter.
+- **memory**: how much this process's resident memory grew from opening the backend to
+  the end of its queries (for an embedded engine, its index in memory; for a server, the
+  client only).
 
-When fewer real vectors are cached than a size needs (``--real``), the rest are *composed*:
-each is the normalised weighted sum of two real vectors, a stand-in for a drawer that
-talks of two things; the run prints how many of each it used.
+Every drawer vector is the real MiniLM vector of its own text: a size the cache does not
+cover is embedded first, or, with ``--cached-only``, skipped (and the run says so). Nothing
+is ever made up to fill a size.
 
 Results are printed, never asserted. Not run by ``make test``::
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import sys
 import tempfile
@@ -72,22 +76,25 @@ class Result:
     ready_s: float = 0.0
     latencies: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     recall: dict[str, float] = dataclasses.field(default_factory=dict)
+    memory_mb: float = 0.0
 
 
-def corpus_vectors(size: int, *, real: int, cache: Path, seed: int) -> tuple[Vectors, int]:
-    """``size`` vectors: the first ``real`` embedded (or cached), the rest composed."""
-    corpus = texts(size, seed=seed)
-    real = min(real, size)
-    vectors = cached_vectors(corpus, cache=cache, label="drawers", limit=real)
-    if real >= size:
-        return vectors, real
-    rng = np.random.default_rng(seed)
-    first = rng.integers(0, real, size - real)
-    second = (first + rng.integers(1, real, size - real)) % real
-    weight = rng.uniform(0.55, 0.85, size - real).astype(np.float32)[:, None]
-    composed = weight * vectors[first] + (1 - weight) * vectors[second]
-    composed /= np.linalg.norm(composed, axis=1, keepdims=True)
-    return np.concatenate([vectors, composed.astype(np.float32)]), real
+def resident_mb() -> float:
+    """This process's resident memory (Linux ``/proc``), in MB; 0 where unknown."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def corpus_vectors(size: int, *, largest: int, cache: Path, seed: int) -> Vectors:
+    """The real MiniLM vectors of the first ``size`` texts of the corpus of ``largest``
+    (its cached chunks; embedding what is not cached)."""
+    vectors = cached_vectors(texts(largest, seed=seed), cache=cache, label="drawers", limit=size)
+    if len(vectors) != size:
+        raise RuntimeError(f"{len(vectors)} vectors for {size} texts")
+    return vectors
 
 
 def fill_ledger(palace_dir: Path, vectors: Vectors, *, seed: int) -> SQLiteLedger:
@@ -168,6 +175,7 @@ def run_backend(
         options=options,
     )
     context.palace_dir.mkdir(parents=True, exist_ok=True)
+    before = resident_mb()
     index: VectorIndex = factory(context)
     result = Result(backend=name, size=ledger.count_vectors("drawers"))
     try:
@@ -198,6 +206,7 @@ def run_backend(
                     break
             result.latencies[mode] = times
             result.recall[mode] = found / expected if expected else 1.0
+        result.memory_mb = resident_mb() - before
     finally:
         index.close()
     return result
@@ -234,9 +243,9 @@ def report(results: list[Result]) -> None:
     print(
         "| backend | drawers | insert/s | ready (s) | "
         + " | ".join(f"{m} median / p95 ms | {m} R@10" for m in FILTERS)
-        + " | queries |"
+        + " | queries | memory (MB) |"
     )
-    print("|---" * (5 + 2 * len(FILTERS)) + "|")
+    print("|---" * (6 + 2 * len(FILTERS)) + "|")
     for r in results:
         cells = [
             r.backend,
@@ -250,6 +259,7 @@ def report(results: list[Result]) -> None:
             cells.append(f"{median:.1f} / {ms(values, 0.95)}")
             cells.append(f"{r.recall.get(mode, float('nan')):.3f}")
         cells.append(str(min((len(v) for v in r.latencies.values()), default=0)))
+        cells.append(f"{r.memory_mb:,.0f}")
         print("| " + " | ".join(cells) + " |")
     sys.stdout.flush()
 
@@ -263,14 +273,9 @@ def main() -> None:
         "--budget", type=float, default=60.0, help="seconds of queries per backend and filter"
     )
     parser.add_argument(
-        "--real",
-        type=int,
-        default=None,
-        help="real (embedded) vectors to use at most; the rest are composed "
-        "(default: every size embedded in full, or what the cache holds with --cached-only)",
-    )
-    parser.add_argument(
-        "--cached-only", action="store_true", help="embed nothing: use what the cache holds"
+        "--cached-only",
+        action="store_true",
+        help="embed nothing: skip the sizes whose vectors the cache does not hold in full",
     )
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--pg-url", default=None)
@@ -279,20 +284,20 @@ def main() -> None:
 
     largest = max(args.sizes)
     available = embedded_prefix(texts(largest, seed=args.seed), cache=args.cache, label="drawers")
-    real = args.real if args.real is not None else largest
+    sizes = sorted(args.sizes)
     if args.cached_only:
-        real = min(real, available)
+        skipped = [size for size in sizes if size > available]
+        sizes = [size for size in sizes if size <= available]
+        for size in skipped:
+            print(f"skipping {size:,} drawers: the cache holds {available:,} real vectors")
     queries = cached_vectors(
         query_texts(args.queries, seed=args.seed), cache=args.cache, label="queries"
     )
     print(f"cache {args.cache}: {available:,} drawer vectors embedded; queries {len(queries)}")
     with services(args.backends, args.pg_url) as options:
-        for size in sorted(args.sizes):
-            vectors, used_real = corpus_vectors(size, real=real, cache=args.cache, seed=args.seed)
-            print(
-                f"\n## {size:,} drawers: {used_real:,} real MiniLM vectors, "
-                f"{size - used_real:,} composed"
-            )
+        for size in sizes:
+            vectors = corpus_vectors(size, largest=largest, cache=args.cache, seed=args.seed)
+            print(f"\n## {size:,} drawers (every vector the real MiniLM vector of its text)")
             with tempfile.TemporaryDirectory(prefix="palace-bench-") as folder:
                 palace_dir = Path(folder)
                 ledger = fill_ledger(palace_dir, vectors, seed=args.seed)
