@@ -87,6 +87,20 @@ _ZH_TRANSITION = (
     "迁移到", "升级到", "涨到", "增加到", "降到", "减少到", "改用", "换用", "搬到", "搬去", "转到",
 )  # fmt: skip
 _PREPOSITIONS = _lemmas("at on in to for from by until till into onto of")
+#: A Chinese span that starts with one of these says what is going on, not a value.
+_ZH_PASSING = (
+    "今天",
+    "明天",
+    "昨天",
+    "今晚",
+    "这周",
+    "本周",
+    "下周",
+    "上周",
+    "刚才",
+    "刚刚",
+    "正在",
+)
 _AUX = _lemmas("do will would can could should shall may might must get")
 _PAST = frozenset(words("went met saw bought wrote took made got had did ate drank gave ran sent"))
 _PRONOUN_KEYS = frozenset({"i", "we", "you", "he", "she", "they"})
@@ -291,6 +305,8 @@ def _align(
     if not o or not n:
         return None  # one text says more; only similarity can call it a duplicate
     values = (_span(old_text, o), _span(new_text, n))
+    if cjk and any(_cjk_text(x).startswith(_ZH_PASSING) for x in (o, n)):
+        return _Aligned(Match("new", "a passing state, not a value"))
     if max(len(o), len(n)) > (_MAX_ZH_SPAN if cjk else _MAX_SPAN):
         return _Aligned(Match("new", "too much differs"), hard=False)
     ko, kn = _typed_kind(o), _typed_kind(n)
@@ -356,7 +372,7 @@ def compare(
     """
     _check(similarity, duplicate_threshold, supersede_threshold)
     (old_text, old), (new_text, new) = read(old_text), read(new_text)
-    a, b = parse_tokens(old), parse_tokens(new)
+    a, b = parse_tokens(old, old_text), parse_tokens(new, new_text)
     if a is not None and b is not None:
         if same_slot(a, b):
             return _slot_verdict(a, b, old_text, new_text)

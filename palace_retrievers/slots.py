@@ -21,7 +21,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.wording import Token, clean, line, tokens, words
+from palace_retrievers.wording import Token, clean, line, read, tokens, words
 
 #: The predicates a statement can carry; each holds one value at a time per subject.
 PREDICATES = frozenset(
@@ -59,7 +59,8 @@ _TAIL = (
 _V = r"(?P<v>[^,;.!?]{1,40}?)"
 _DAY = r"(?:\d{4}-\d{2}-\d{2}|\d{2}-\d{2}|mon|tue|wed|thu|fri|sat|sun)"
 _CLOCK = r"\d{2}:\d{2}"
-_MOMENT = rf"(?:{_DAY}(?: (?:at )?{_CLOCK})?|{_CLOCK}(?: (?:on )?{_DAY})?)"
+_PART = r"(?: ?(?:上午|下午|晚上|早上|中午|morning|afternoon|evening|night)s?)?"  # of a day
+_MOMENT = rf"(?:{_DAY}{_PART}(?: (?:at )?{_CLOCK})?|{_CLOCK}(?: (?:on )?{_DAY}{_PART})?)"
 _WHEN = (
     r"(?P<v>(?:(?:next|every other|every|each|下|每|每个) ?)?"
     rf"{_MOMENT}(?: (?:and|or|to|-) {_MOMENT})?)"
@@ -68,8 +69,10 @@ _MOVE = (
     r"(?:is scheduled|scheduled|is planned|planned|is set|set|is due|due|was moved|"
     r"has been moved|is moved|moved|got moved|was pushed|is pushed|pushed|got pushed|"
     r"was rescheduled|is rescheduled|rescheduled|is moving|was changed|changed|"
-    r"has changed|is|happens|happen|starts|start|takes place|runs|begins|ends)"
+    r"has changed|is|happens|happen|starts|start|takes place|runs|begins)"
 )
+#: An event's time is when it starts; when it ends is another slot ("sprint end").
+_END = r"(?P<end>ends|end|is ending|finishes|finish|closes|close|is over|wraps up)"
 _AT = r"(?:at|on|for|to|from|by|until|till|every|each)"
 _GENERIC_SUBJECT = re.compile(
     r"\b(?:deadline|due date|date|time|schedule|day)\b|截止日期|日期|时间"
@@ -133,6 +136,13 @@ _VALUE_STOP = frozenset(
 )
 _GENERIC_MODIFIERS = frozenset(words("team daily weekly monthly morning usual regular main whole"))
 _PREPOSITIONS = frozenset(words("in on at with not from off out away back up down under over"))
+#: Words that make ``my X is ...`` a passing state of X, not a value of it ("due on the 1st").
+_STATES = frozenset(
+    words(
+        "due overdue late early open closed busy free ready done sick ill broken down paid "
+        "unpaid pending cancelled canceled delayed postponed empty full"
+    )
+)
 Rule = tuple[str, re.Pattern[str]]
 
 
@@ -180,6 +190,25 @@ _JOIN = _any(
 )
 _JOB = _any("job|role|job title|title|position|profession|occupation")
 _ZH_SET = "(?:是|换成|改成|改为|变成)"
+#: People who hold a role, in Chinese (these take no 的: 我们组长, 我老板).
+_ZH_ROLE = (
+    "项目负责人|负责人|项目经理|产品经理|经理|组长|队长|主管|领导|老板|老师|导师|班主任|教练|"
+    "医生|牙医|房东|律师|会计"
+)
+#: Holding a thing one person holds at a time: "Kenji owns the billing service".
+_LEAD = (
+    r"(?:leads|lead|owns|own|manages|manage|maintains|maintain|heads|head|chairs|chair|"
+    r"coordinates|coordinate|is in charge of|is responsible for)"
+)
+_LED = r"(?:led|owned|managed|maintained|headed|chaired|coordinated|run)"
+#: Verbs that set a new value of ``my X``: "My rent went up to $1,650".
+_CHANGED_TO = (
+    r"(?:(?:is |has |have )?(?:gone up|gone down|went up|went down|rose|risen|fell|fallen|"
+    r"dropped|increased|decreased|raised|cut|reduced|lowered|changed|bumped) to)"
+)
+_ZH_DEV = "(?: ?(?:来|进行)?(?:开发|编写|实现|搭建|构建))?"
+_ZH_OUR = "(?:我们的|我的)"
+_ZH_V = "(?P<v>.{1,20}?)"
 _ZH_LIVE = "(?:住在|住|生活在|定居在|定居|搬到|搬去|搬回|搬家到)"
 _ZH_USE = "(?:用|改用|换成|换用|迁移到|转到)"
 _ZH_RUNS_ON = "(?:用的是|用|改用|换成|迁移到|跑在|运行在|部署在)"
@@ -196,7 +225,7 @@ _RULES = _compile(
     ("named", rf"^(?P<x>my [a-z]+(?: [a-z]+)?) (?:is called|is named|goes by) {_V}$"),
     ("age", r"^i is (?P<v>\d{1,3})(?: years? old| yo)?$"),
     ("when", rf"^(?:(?:we|i) )?{_RESCHEDULE} (?:my |our )?(?P<s>{_THING}) to {_WHEN}$"),
-    ("when", rf"^(?:our )?(?P<s>[a-z][a-z0-9 ]{{0,40}}?)(?: {_MOVE})?(?: {_AT})? {_WHEN}$"),
+    ("when", rf"^(?:our )?(?P<s>[a-z][a-z0-9 ]{{0,40}}?)(?: {_END}| {_MOVE})?(?: {_AT})? {_WHEN}$"),
     ("favourite", rf"^my {_FAVOURITE} (?P<x>{_NOUN}) is {_V}{_TAIL}$"),
     ("favourite", rf"^{_V} is my {_FAVOURITE} (?P<x>{_NOUN}){_TAIL}$"),
     ("prefers", rf"^(?P<s>{_PERSON}) {_NEG}{_PREFER} {_V} {_OVER} (?P<w>[^,;.]{{1,30}})$"),
@@ -213,9 +242,11 @@ _RULES = _compile(
     ("drives", rf"^(?P<s>{_PERSON}) {_NEG}(?:drive|drives|is driving) {_V}{_TAIL}$"),
     ("mine", rf"^{_V} is my (?P<x>{_NOUN}){_TAIL}$"),
     ("is", rf"^{_V} is (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
+    ("holds", rf"^{_V} {_LEAD} (?:our |my )?(?P<x>{_THING}){_TAIL}$"),
+    ("holds", rf"^(?:our |my )?(?P<x>{_THING}) is {_LED} by {_V}{_TAIL}$"),
     ("uses", rf"^(?P<s>{_PERSON}) {_HOST} (?:my |our )?(?P<p>{_THING}) (?:on|in) {_V}{_TAIL}$"),
-    ("mine", rf"^my (?P<x>{_NOUN}) is {_V}{_TAIL}$"),
-    ("ours", rf"^our (?P<x>{_NOUN}) is {_V}{_TAIL}$"),
+    ("mine", rf"^my (?P<x>{_NOUN}) (?:is|{_CHANGED_TO}) {_V}{_TAIL}$"),
+    ("ours", rf"^our (?P<x>{_NOUN}) (?:is|{_CHANGED_TO}) {_V}{_TAIL}$"),
     ("thing", rf"^(?P<x>{_NOT_PRONOUN}[a-z][a-z0-9 ]{{0,30}}?) is {_V}$"),
     # Chinese ------------------------------------------------------------------------
     ("name", r"^(?:我叫|我的名字是|叫我)(?P<v>\S{1,12})$"),
@@ -231,12 +262,15 @@ _RULES = _compile(
     ("drives", rf"^{_ZH_S}(?P<neg>不)?开(?:的是)?(?P<v>.{{1,12}})$"),
     ("works_as", rf"^{_ZH_S}(?:的)?(?:工作|职业|职位|岗位){_ZH_SET}(?P<v>.{{1,12}})$"),
     ("works_as", rf"^{_ZH_S}是一名(?P<v>.{{1,12}})$"),
+    ("zh_role", rf"^(?P<s>我们|我)的?(?P<x>{_ZH_ROLE}){_ZH_SET}(?P<v>.{{1,12}})$"),
+    ("zh_holder", rf"^(?P<x>{_ZH_ROLE}){_ZH_SET}(?P<v>.{{1,12}})$"),
     ("uses", rf"^(?P<s>我们|我)?{_ZH_USE}(?P<v>.{{1,20}}?)来?{_ZH_AS}(?P<p>.{{1,12}})$"),
-    ("uses", rf"^(?P<p>[^我你他她 ][^ ]{{0,11}}?)是?{_ZH_RUNS_ON}(?P<v>.{{1,20}})$"),
-    ("is", r"^(?P<v>.{1,12}?)是(?P<x>项目负责人|负责人|组长)$"),
+    ("uses", rf"^(?P<p>[^我你他她 ][^ ]{{0,11}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
+    ("is", rf"^(?P<v>.{{1,12}}?)是(?P<x>{_ZH_ROLE})$"),
     ("mine", rf"^我的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
     ("mine", r"^(?P<v>.{1,12}?)是我的(?P<x>[^ ]{1,8})$"),
     ("ours", rf"^我们的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
+    ("uses", rf"^{_ZH_OUR}(?P<p>[^ ]{{1,12}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
     ("when", rf"^(?P<s>[^ ]{{1,12}}?){_ZH_AT} ?{_WHEN}$"),
     ("when", rf"^(?P<s>我们|我|[^ ]{{1,8}}?) ?{_WHEN} ?(?P<verb>[^ \d]{{1,8}})$"),
 )  # fmt: skip
@@ -262,10 +296,15 @@ def _build(predicate: str, match: re.Match[str]) -> Statement | None:
         subject = groups["p"]
         if _subject(subject) in _PRONOUNS:
             return None  # "we use X": a team uses many things at once
-    elif predicate == "is":
+    elif predicate in ("is", "holds", "zh_holder"):
+        if predicate == "holds" and len(value.split()) > 3:
+            return None  # a name holds it, not a clause
         subject, predicate = groups["x"], "holder"
+    elif predicate == "zh_role":
+        subject = groups["s"]
+        predicate = groups["x"]
     elif predicate == "when":
-        subject = subject + (groups.get("verb") or "")
+        subject = subject + (groups.get("verb") or "") + (" end" if groups.get("end") else "")
         if re.match(r"^(?:i|we|you|he|she|they)$", subject.strip()):
             return None
         subject = _GENERIC_SUBJECT.sub(" ", subject)
@@ -277,7 +316,8 @@ def _build(predicate: str, match: re.Match[str]) -> Statement | None:
     elif predicate == "named":
         subject, predicate = "i", _subject(groups["x"][3:]).replace(" ", "_") + "_name"
     elif predicate in ("mine", "ours"):
-        if value.split()[0] in _PREPOSITIONS:
+        first = value.split()[0]
+        if first in _PREPOSITIONS or (first in _STATES and len(value.split()) > 1):
             return None  # "my manager is on holiday": a state, not a value of the slot
         subject = "i" if predicate == "mine" else "we"
         predicate = _subject(groups["x"]).replace(" ", "_")
@@ -293,17 +333,22 @@ def parse(text: str) -> Statement | None:
 
     The statement's ``span`` points into ``wording.read(text)[0]``.
     """
-    return parse_tokens(tokens(text))
+    ready, toks = read(text)
+    return parse_tokens(toks, ready)
 
 
-def parse_tokens(toks: list[Token]) -> Statement | None:
-    """:func:`parse` of already computed :func:`~palace_retrievers.wording.tokens`."""
+def parse_tokens(toks: list[Token], prepared: str | None = None) -> Statement | None:
+    """:func:`parse` of already computed :func:`~palace_retrievers.wording.tokens`
+    (of ``prepared``, ``wording.read(text)[0]``: with it, "a bike" is told from "the
+    bike", which the tokens leave out)."""
     text, where = line(toks)
     if not text or len(text) > 120:
         return None
     for predicate, pattern in _RULES:
         match = pattern.match(text)
         if match is not None:
+            if predicate == "holds" and _indefinite(match, toks, where, prepared):
+                continue  # "I own a bike": many hold one, no slot
             statement = _build(predicate, match)
             if statement is not None:
                 start, end = match.span("v")
@@ -313,6 +358,20 @@ def parse_tokens(toks: list[Token]) -> Statement | None:
                     statement = dataclasses.replace(statement, span=span)
                 return statement
     return None
+
+
+def _indefinite(
+    match: re.Match[str], toks: list[Token], where: list[tuple[int, int]], prepared: str | None
+) -> bool:
+    """The thing (group ``x``) comes after ``a``/``an``/``one`` in the prepared text."""
+    if prepared is None:
+        return False
+    start = match.start("x")
+    first = next((i for i, (a, _) in enumerate(where) if a >= start), None)
+    if first is None:
+        return False
+    before = prepared[toks[first - 1].end if first else 0 : toks[first].start]
+    return re.search(r"\b(?:a|an|one|some|another)\b", before, re.IGNORECASE) is not None
 
 
 def slot_of(text: str) -> str | None:

@@ -7,7 +7,10 @@ end :func:`tokens`:
   ``don't`` → ``do not``) and maps possessives to their pronoun (``my`` → ``i``,
   ``our``/``我们`` → ``we``);
 - writes times, dates, weekdays and numbers one way: ``9am``, ``9 a.m.``, ``nine am``,
-  ``09:00``, ``早上九点`` are all ``09:00``; ``March 1, 2026`` is ``2026-03-01``;
+  ``09:00``, ``早上九点`` are all ``09:00`` (``noon`` is ``12:00``, ``midnight`` ``00:00``);
+  a phone-like run of digit groups (seven digits or more, joined by ``-`` or ``.``, or by
+  spaces after a group of two or three digits or a ``+``: ``555-0142``, ``555 0142``,
+  ``+351 912 345 678``) is its digits; ``March 1, 2026`` is ``2026-03-01``;
   ``Tuesdays``/``周二`` are ``tue``; ``six``/``六``/``6`` are ``6``; ``$5,000`` is
   ``usd 5000``;
 - lemmatises English words lightly (a table of common verbs, then the palace's suffix
@@ -208,6 +211,9 @@ _TOKEN = re.compile(
     rf"|(?P<zhdate>(?:(?P<zy>\d{{4}})年)?(?P<zm>\d{{1,2}})月(?P<zd>\d{{1,2}})[日号])"
     r"|(?P<clock>\b\d{1,2}:\d{2}(?:\s*(?P<clock_m>[ap])\.?m\b\.?)?)"
     r"|(?P<ampm>\b\d{1,2}\s*(?P<ampm_m>[ap])\.?m\b\.?)"
+    r"|(?P<noon>\b(?:noon|midday|midnight)\b)"
+    r"|(?P<phone>(?<![\d.,])(?=\+?\d(?:[ .-]?\d){6})(?:\+\d{1,4}(?:[ .-]\d{2,4}){2,4}"
+    r"|\d{2,4}(?:[.-]\d{2,4}){1,4}|\d{2,3}(?: \d{2,4}){1,3})(?![\d.,]))"
     r"|(?P<zhtime>(?P<zh_part>上午|早上|早晨|中午|下午|晚上)?(?P<zh_h>\d{1,2})[点點](?P<zh_half>半|\d{1,2}分)?)"
     rf"|(?P<money>[$€£¥]\s?\d[\d,]*(?:\.\d+)?)"
     r"|(?P<code>(?<![a-z0-9])(?:[a-z]+[+-]\d+|\d+(?:-\d+)+|\d+[a-z])(?![a-z0-9]))"
@@ -338,6 +344,10 @@ def _typed(match: re.Match[str]) -> tuple[str, str] | None:
         ), "time"
     if group == "ampm":
         return _clock(int(re.findall(r"\d+", value)[0]), 0, match.group("ampm_m").lower()), "time"
+    if group == "noon":
+        return ("00:00" if value == "midnight" else "12:00"), "time"
+    if group == "phone":
+        return re.sub(r"\D", "", value), "num"
     if group == "zhtime":
         hour = int(match.group("zh_h"))
         half = match.group("zh_half") or ""

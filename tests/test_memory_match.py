@@ -304,3 +304,55 @@ def test_spelled_numbers_are_values() -> None:
     match = compare("I drink two coffees a day", "I drink one coffee a day now", similarity=0.93)
     assert match.verdict == "update"
     assert compare("I have two cats", "I have 2 cats", similarity=0.9).verdict == "duplicate"
+
+
+# -- rules of the second round (general patterns, checked on texts unlike the pair sets') ---
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        # noon and midnight are times
+        ("The café opens at noon", "The café opens at 11am now", "update"),
+        ("Quiet hours start at midnight", "Quiet hours start at 11pm", "update"),
+        ("Our lunch break is at noon", "Our lunch break is at 12:00", "duplicate"),
+        # a person holding a thing: "X leads/owns/manages the Y", and its passive
+        ("Sofia manages the data platform", "Tariq manages the data platform now", "update"),
+        ("Sofia manages the data platform", "The data platform is managed by Sofia", "duplicate"),
+        ("Sofia manages the data platform", "Sofia manages the interns", "new"),
+        ("I own a bike", "Sam owns a bike", "new"),  # no "the": many own one
+        # my X went up to / dropped to: a new value of X
+        ("My gym fee is $40 a month", "My gym fee went up to $45 a month", "update"),
+        ("Our budget is $10,000", "Our budget was cut to $8,000", "update"),
+        ("My gym fee is $40 a month", "My gym fee is due on Monday", "new"),  # a state
+        # an event's end is another slot than its time
+        ("The workshop ends at 5pm", "The workshop starts at 5pm", "new"),
+        ("The workshop is at 2pm", "The workshop starts at 2pm", "duplicate"),
+        # parts of a day belong to the moment
+        ("Yoga is on Tuesday evenings", "Yoga moved to Thursday evenings", "update"),
+        ("周例会在周一下午", "周例会改到周二下午了", "update"),
+        # phone numbers are their digits
+        ("My mobile number is 912-345-678", "My mobile number is 912 345 678", "duplicate"),
+        ("My mobile number is 912-345-678", "My mobile number is 913-111-222", "update"),
+        ("We had 1500 2000 visitors", "We had 1500 2000 visitors", "duplicate"),
+        # Chinese roles take no 的; a role first or last
+        ("我们老师是王老师", "我们老师现在是李老师", "update"),
+        ("队长是小刘", "队长换成小赵了", "update"),
+        ("队长是小刘", "小刘是队长", "duplicate"),
+        # Chinese: what a thing is built with, behind 我们的, with a trailing 开发
+        ("我们的前端用React开发", "我们的前端改用Vue开发了", "update"),
+        ("我们的网站用PHP", "我们的网站迁移到Python了", "update"),
+        # Chinese: a span that starts with 今天/明天... is what is going on, not a value
+        ("我的教练是陈教练", "我的教练明天出差", "new"),
+    ],
+)
+def test_second_round_rules(old: str, new: str, verdict: str) -> None:
+    assert compare(old, new, similarity=0.8).verdict == verdict
+
+
+def test_phone_like_runs_are_one_number_but_years_are_not() -> None:
+    assert [t.key for t in tokens("call 555 0142")] == ["call", "5550142"]
+    assert [t.key for t in tokens("call +351 912 345 678")] == ["call", "351912345678"]
+    assert [t.key for t in tokens("from 2019 2020")][-2:] == ["2019", "2020"]
+    assert [t.key for t in tokens("at noon")][-1] == "12:00"
+    assert [t.key for t in tokens("at midnight")][-1] == "00:00"
