@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from palace_retrievers.embedder import Embedder, Vectors, unit_rows
 from palace_retrievers.errors import (
     EmbedderMismatchError,
     InvalidQueryError,
+    PalaceBusyError,
+    PalaceError,
     PalaceNotFoundError,
     PluginError,
     PluginNotFoundError,
@@ -47,7 +50,7 @@ from palace_retrievers.remembering import Remembering
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.sources import PALACE_SETTINGS
 from palace_retrievers.syncing import SyncReport, find_gone
-from palace_retrievers.writer_lock import WriterLock
+from palace_retrievers.writer_lock import LONG_WRITES, WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +118,8 @@ class Palace(PalaceMemories):
             config=config,
             embed=self._embed,
             model=embedder.model_name,
-            writing=self.writing,
-            sync_index=self._sync_index,
+            writing=partial(self.writing, queue=True),
+            sync_index=self._sync_held,
             claim_model=self._claim_model,
         )
 
@@ -242,7 +245,9 @@ class Palace(PalaceMemories):
             self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
 
     @contextmanager
-    def writing(self, operation: str, *, timeout: float | None = None) -> Iterator[None]:
+    def writing(
+        self, operation: str, *, timeout: float | None = None, queue: bool = False
+    ) -> Iterator[None]:
         """Hold the palace-wide writer lock for ``operation`` (re-entrant in a thread).
 
         Every write goes through here. On first entry, whatever a killed writer left
@@ -250,16 +255,68 @@ class Palace(PalaceMemories):
         :meth:`_sync_index`). ``timeout`` is how long to wait for another writer
         (default ``mining.lock_timeout``); see :mod:`palace_retrievers.writer_lock`.
 
+        A short write made with ``queue=True`` (the memory writes) while another process
+        runs a long one (a mine, a sync, a reindex) does not wait for it: it is a
+        *queued write*. It commits to the ledger, which journals every change for the
+        vector indexes in the same transaction, and leaves the indexes to the lock's
+        holder, which applies the journal after each of its batches and once more after
+        it lets the lock go (:meth:`_sync_after_release`). Until then the queued write
+        is found by full text and by the ledger, not yet by vector.
+
         Raises:
             PalaceBusyError: another process still writes after ``timeout`` seconds.
         """
         first = not self._writer.held
         wait = self.config.mining.lock_timeout if timeout is None else timeout
+        if first and queue and self._long_write_elsewhere():
+            yield  # the ledger is written, the index left to the lock's holder
+            self._sync_after_release(operation)
+            return
         with self._writer.hold(operation, timeout=wait):
             if first:
                 self._repair_lexical()
                 self._sync_index()
             yield
+        if first:
+            self._sync_after_release(operation)
+
+    def _long_write_elsewhere(self) -> bool:
+        """Whether another process holds the writer lock for a long write."""
+        holder = self._writer.holder()
+        if holder is None or holder.pid == os.getpid() or holder.operation not in LONG_WRITES:
+            return False
+        try:
+            with self._writer.hold("check", timeout=0.0):
+                return False  # it had just finished
+        except PalaceBusyError:
+            return True
+
+    def _sync_after_release(self, operation: str) -> None:
+        """Apply what queued writes journalled while (or after) this process wrote.
+
+        A queued write that finds the lock taken leaves its journal entries to the
+        holder; the holder looks again here, after letting the lock go, so that an
+        entry committed after its last batch is not left for the next writer. If the
+        lock is taken by then, its new holder applies the journal when it starts.
+        """
+        if self._writer.held or not self._index_lags():
+            return
+        try:
+            with self._writer.hold(operation, timeout=0.0):
+                self._sync_index()
+        except PalaceBusyError:
+            pass  # the holder replays the journal when it starts and after each batch
+        except PalaceError as exc:  # an index that is down: the journal keeps the ids
+            log.warning("the vector index was not brought up to the ledger (%s)", exc)
+
+    def _index_lags(self) -> bool:
+        """Whether the ledger's journal holds ids not yet applied to an index."""
+        return any(self.ledger.pending_index(c, limit=1) for c in COLLECTIONS)
+
+    def _sync_held(self) -> int:
+        """:meth:`_sync_index` when this thread holds the writer lock (a queued write
+        leaves the journal to the holder)."""
+        return self._sync_index() if self._writer.held else 0
 
     def _repair_lexical(self) -> None:
         """Rebuild the full-text index when it is missing or disagrees with the ledger
@@ -300,8 +357,9 @@ class Palace(PalaceMemories):
         if degraded:
             log.warning("rebuilding the vector indexes from the ledger: %s", degraded)
             self.indexes.rebuild()
-            for collection in COLLECTIONS:
-                self.ledger.clear_pending(collection)
+            # What the journal still holds was applied by the rebuild, unless a queued
+            # write journalled it meanwhile: applying it again is cheap and exact.
+            self._sync_index()
 
     def _file_sources(self, batch: list[tuple[SourceState, list[Drawer]]]) -> list[str]:
         """Embed a batch of sources' drawers and closets in one call, file them in one

@@ -14,7 +14,9 @@ Who holds the lock (pid, operation, since when) is written next to it, in
 A long operation (mine, sync, reindex) does not wait by default: it fails at once with
 :class:`~palace_retrievers.errors.PalaceBusyError`, since queueing behind a mine that
 may take an hour surprises more than it helps (``palace mine --wait SECONDS`` waits).
-A short write (``add_texts``, ``delete``) waits up to ``mining.lock_timeout`` seconds.
+A short write (``add_texts``, ``delete``) waits up to ``mining.lock_timeout`` seconds;
+a memory write made while another process mines or syncs does not wait at all: it is
+queued through the ledger's index journal (see :meth:`palace_retrievers.Palace.writing`).
 The lock is re-entrant within a thread; other threads of the same process wait for it
 like other processes do.
 """
@@ -35,6 +37,10 @@ from filelock import FileLock, Timeout
 
 from palace_retrievers.errors import PalaceBusyError
 
+#: The long writes, during which another process's memory writes are queued rather than
+#: kept waiting (see :meth:`palace_retrievers.Palace.writing`). A reindex is not one: it
+#: rebuilds the indexes from the ledger and then clears the whole journal.
+LONG_WRITES = frozenset({"mine", "sync"})
 LOCK_FILE = "writer.lock"
 HOLDER_FILE = "writer.json"
 
