@@ -266,10 +266,13 @@ class VectorCatalog:
             norm = float(np.linalg.norm(query))
             if norm > 0:
                 query = query / norm
+            # einsum rather than BLAS: a matrix-vector product this small is memory-bound,
+            # and BLAS spreading it over threads on a busy machine made it 20-50x slower
+            # (32 ms instead of 0.5 ms for 2,000 rows at a load of 15 on 2 cores).
             if rows.size * 2 > len(table.ids):
-                sims = (table.matrix[: len(table.ids)] @ query)[rows]
+                sims = np.einsum("ij,j->i", table.matrix[: len(table.ids)], query)[rows]
             else:
-                sims = table.matrix[rows] @ query
+                sims = np.einsum("ij,j->i", table.matrix[rows], query)
             ids = table.ids
         if rows.size > k:
             # Keep every row tied with the k-th best so that the id tie-break stays exact.
