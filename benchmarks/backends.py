@@ -300,6 +300,11 @@ def main() -> None:
         query_texts(args.queries, seed=args.seed), cache=args.cache, label="queries"
     )
     print(f"cache {args.cache}: {available:,} drawer vectors embedded; queries {len(queries)}")
+    if any(name.startswith("chroma") for name in args.backends):
+        # Imported before any backend opens, so that its memory is not counted as the
+        # first chroma backend's.
+        import chromadb  # noqa: F401
+
     with services(args.backends, args.pg_url) as options:
         for size in sizes:
             vectors = corpus_vectors(size, largest=largest, cache=args.cache, seed=args.seed)
