@@ -284,11 +284,19 @@ def main() -> None:
         help="embed nothing: skip the sizes whose vectors the cache does not hold in full",
     )
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument(
+        "--corpus",
+        type=int,
+        default=100_000,
+        help="the corpus size backend_corpus.py embedded (--size): its cached chunks are used",
+    )
     parser.add_argument("--pg-url", default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    largest = max(args.sizes)
+    # Vectors are cached in chunks of the corpus backend_corpus.py embedded (--size, 100,000
+    # by default); every size is a prefix of it.
+    largest = max(*args.sizes, args.corpus)
     available = embedded_prefix(texts(largest, seed=args.seed), cache=args.cache, label="drawers")
     sizes = sorted(args.sizes)
     if args.cached_only:
