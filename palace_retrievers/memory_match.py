@@ -330,7 +330,10 @@ def _align(
         return _Aligned(Match("new", "a predicate that holds many values"), hard=False)
     if suffix and _content(suffix[:1]) and not cjk:
         return None  # the span qualifies a shared word ("morning meetings"/"short meetings")
-    if _cue_before(prefix, _SINGLE | _STRONG, _ZH_SINGLE + _ZH_STRONG):
+    cues = (_SINGLE | _STRONG, _ZH_SINGLE + _ZH_STRONG)
+    if _cue_before(prefix, *cues) and not _cue_before(b[: ops[0][1][0]], *cues):
+        return _Aligned(Match("new", "the cue is on one side only"), hard=False)
+    if _cue_before(prefix, *cues):
         return _Aligned(
             Match("update", "one value changed after a single-valued predicate", *values)
         )

@@ -201,6 +201,11 @@ _LEAD = (
     r"coordinates|coordinate|is in charge of|is responsible for)"
 )
 _LED = r"(?:led|owned|managed|maintained|headed|chaired|coordinated|run)"
+#: Taking a role over: "Marco took over as product owner".
+_BECAME = (
+    r"(?:took over as|takes over as|has taken over as|became|has become|becomes|"
+    r"is appointed|was appointed|is named|was named|stepped in as|steps in as|is now)"
+)
 #: Verbs that set a new value of ``my X``: "My rent went up to $1,650".
 _CHANGED_TO = (
     r"(?:(?:is |has |have )?(?:gone up|gone down|went up|went down|rose|risen|fell|fallen|"
@@ -208,6 +213,8 @@ _CHANGED_TO = (
 )
 _ZH_DEV = "(?: ?(?:来|进行)?(?:开发|编写|实现|搭建|构建))?"
 _ZH_OUR = "(?:我们的|我的)"
+_ZH_MOVE = "(?:迁到|迁移到|搬到|换到|移到|部署到|放到|转到|挪到)"
+_ZH_CHANGE = re.compile("改成|改到|改为|换成|挪到|推迟到|提前到")
 _ZH_V = "(?P<v>.{1,20}?)"
 _ZH_LIVE = "(?:住在|住|生活在|定居在|定居|搬到|搬去|搬回|搬家到)"
 _ZH_USE = "(?:用|改用|换成|换用|迁移到|转到)"
@@ -242,6 +249,9 @@ _RULES = _compile(
     ("drives", rf"^(?P<s>{_PERSON}) {_NEG}(?:drive|drives|is driving) {_V}{_TAIL}$"),
     ("mine", rf"^{_V} is my (?P<x>{_NOUN}){_TAIL}$"),
     ("is", rf"^{_V} is (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
+    ("is", rf"^{_V} {_BECAME} (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
+    ("is", rf"^(?:our )?(?!(?:my|your|his|her|their) )(?P<x>{_ROLES}) is {_V}{_TAIL}$"),
+    ("ours", rf"^{_V} is our (?P<x>{_NOUN}){_TAIL}$"),
     ("holds", rf"^{_V} {_LEAD} (?:our |my )?(?P<x>{_THING}){_TAIL}$"),
     ("holds", rf"^(?:our |my )?(?P<x>{_THING}) is {_LED} by {_V}{_TAIL}$"),
     ("uses", rf"^(?P<s>{_PERSON}) {_HOST} (?:my |our )?(?P<p>{_THING}) (?:on|in) {_V}{_TAIL}$"),
@@ -271,6 +281,8 @@ _RULES = _compile(
     ("mine", r"^(?P<v>.{1,12}?)是我的(?P<x>[^ ]{1,8})$"),
     ("ours", rf"^我们的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
     ("uses", rf"^{_ZH_OUR}(?P<p>[^ ]{{1,12}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
+    ("uses", rf"^{_ZH_OUR}?(?P<p>[^ ]{{1,12}}?)(?:在|放在|托管在|部署在|跑在) ?{_ZH_V} ?上$"),
+    ("uses", rf"^(?:我们|我)?把(?P<p>[^ ]{{1,12}}?){_ZH_MOVE} ?{_ZH_V}$"),
     ("when", rf"^(?P<s>[^ ]{{1,12}}?){_ZH_AT} ?{_WHEN}$"),
     ("when", rf"^(?P<s>我们|我|[^ ]{{1,8}}?) ?{_WHEN} ?(?P<verb>[^ \d]{{1,8}})$"),
 )  # fmt: skip
@@ -305,6 +317,7 @@ def _build(predicate: str, match: re.Match[str]) -> Statement | None:
         predicate = groups["x"]
     elif predicate == "when":
         subject = subject + (groups.get("verb") or "") + (" end" if groups.get("end") else "")
+        subject = _ZH_CHANGE.sub("", subject)  # "我改成每周四去健身房": the change is no subject
         if re.match(r"^(?:i|we|you|he|she|they)$", subject.strip()):
             return None
         subject = _GENERIC_SUBJECT.sub(" ", subject)
@@ -411,6 +424,9 @@ def slots_match(a: str, b: str) -> bool:
         "[我你他她]", subject_a + subject_b
     ):
         return False  # whose it is matters: "my birthday" is not "my sister birthday"
+    if re.search("[\u4e00-\u9fff]", subject_a + subject_b) and " " not in subject_a + subject_b:
+        # the head comes last in Chinese: 团队站会 is a 站会
+        return subject_a.endswith(subject_b) or subject_b.endswith(subject_a)
     wa = [w for w in subject_a.split() if w not in _GENERIC_MODIFIERS] or subject_a.split()
     wb = [w for w in subject_b.split() if w not in _GENERIC_MODIFIERS] or subject_b.split()
     if not wa or not wb or wa[-1] != wb[-1]:

@@ -344,6 +344,18 @@ def test_spelled_numbers_are_values() -> None:
         ("我们的网站用PHP", "我们的网站迁移到Python了", "update"),
         # Chinese: a span that starts with 今天/明天... is what is going on, not a value
         ("我的教练是陈教练", "我的教练明天出差", "new"),
+        # taking a role over; a role first or last
+        ("Omar is the tech lead", "Grace became the tech lead", "update"),
+        ("Omar is the tech lead", "The tech lead is Omar", "duplicate"),
+        ("Our accountant is Mrs. Diaz", "Mrs. Diaz is our accountant", "duplicate"),
+        ("My manager is Ana", "My manager is on holiday", "new"),
+        # a cue on one side only: "is X" against "needs ..." is another predicate
+        ("My bike is a Trek", "My bike needs new tyres", "new"),
+        ("我的医生是刘医生", "我的医生很忙", "new"),
+        # Chinese: 把 X 迁到 Y, X 在 Y 上; head-final subjects; a change verb is no subject
+        ("我们的网站在AWS上", "我们把网站迁到了Azure", "update"),
+        ("公司的周会是下午三点", "周会改到下午四点了", "update"),
+        ("我每周一去游泳", "我改成每周三去游泳了", "update"),
     ],
 )
 def test_second_round_rules(old: str, new: str, verdict: str) -> None:
