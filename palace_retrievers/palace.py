@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -105,6 +105,9 @@ class Palace(PalaceMemories):
         self._extractor: ClosetExtractor | None = None
         self._memory_extractor: MemoryExtractor | None = None
         self._writer = WriterLock(path)
+        # What searches ask of an owner, per ledger generation (see _owner_state).
+        self._state_generation = -1
+        self._owner_states: dict[tuple[str, str | None], bool] = {}
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
         )
@@ -673,7 +676,7 @@ class Palace(PalaceMemories):
         vector = self._embed_query(query)
         signals = self._graph_signals(query, where)
         hits = self._pipeline.run(query, k=k, where=where, vector=vector, signals=signals)
-        if not memories or not self._recall.wanted(where):
+        if not memories or not self._wants_memories(where):
             return hits
         now = datetime.now(UTC)
         query_terms = self._recall.terms(query)
@@ -685,13 +688,41 @@ class Palace(PalaceMemories):
         self._touch_memories(hits, now)
         return self._recall.with_history(hits) if include_history else hits
 
+    def _owner_state(self, key: tuple[str, str | None], read: Callable[[], bool]) -> bool:
+        """``read()``, remembered until the ledger changes (its generation moves, in
+        this process or another): what a search asks of an owner on every query (does
+        the owner have memories, triples) costs one look-up per change, not per query."""
+        generation = self.ledger.generation()
+        if generation != self._state_generation:
+            self._state_generation = generation
+            self._owner_states.clear()
+        known = self._owner_states.get(key)
+        if known is None:
+            known = self._owner_states[key] = read()
+        return known
+
+    def _wants_memories(self, where: Filter) -> bool:
+        """Whether a search with ``where`` looks at memories (:meth:`Recall.wanted`),
+        remembered per owner and filter until the ledger changes."""
+        if not self.config.memory.search:
+            return False
+        return self._owner_state(
+            (f"memories:{where.kind}", where.user_id), lambda: self._recall.wanted(where)
+        )
+
     def _graph_signals(self, query: str, where: Filter) -> dict[str, float]:
         """``graph.boost`` for each drawer a current triple of an entity the query names
-        came from. A signal, not a gate: a graph that fails is logged and adds nothing."""
+        came from. A signal, not a gate: a graph that fails is logged and adds nothing.
+        An owner with no triples (remembered until the ledger changes) is not looked up."""
         boost = self.config.graph.boost
         if boost <= 0:
             return {}
         try:
+            owner = where.user_id or None
+            if not self._owner_state(
+                ("triples", owner), lambda: self.ledger.graph_stats(user_id=owner).triples > 0
+            ):
+                return {}
             return self.kg.drawer_boosts(query, user_id=where.user_id, boost=boost)
         except Exception as exc:
             log.warning("the graph stage failed and was skipped (%s: %s)", type(exc).__name__, exc)

@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: Distinct query terms used by the lexical stages, at most (a 100 kB query stays fast).
 MAX_QUERY_TERMS = 64
+#: Drawers, vectors and closet pointers held from the ledger between queries, at most
+#: (all of them are forgotten whenever the ledger changes).
+CACHE_LIMIT = 50_000
 
 
 def check_query(query: object, k: object, *, max_chars: int) -> str:
@@ -131,8 +134,11 @@ class SearchPipeline:
         # Neighbour lookups for contextual scoring, valid for one ledger generation.
         self._generation = -1
         self._positions: dict[tuple[str, str, Filter], dict[int, str]] = {}
+        self._sources: dict[tuple[str, str, Filter], list[Drawer]] = {}
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
         self._drawers: dict[str, Drawer] = {}
+        self._pointers: dict[str, list[str]] = {}
+        self._closet_terms: dict[str, frozenset[str]] = {}
 
     @property
     def config(self) -> SearchConfig:
@@ -203,7 +209,7 @@ class SearchPipeline:
         )
         if not matches:
             return {}
-        pointers = self._ledger.closet_pointers([m.id for m in matches])
+        pointers = self._get_pointers([m.id for m in matches])
         ranked = [m for m in matches if pointers.get(m.id)]
         if self._config.closet_match:
             ranked = self._match_closets(ranked, query_terms)
@@ -225,11 +231,8 @@ class SearchPipeline:
         A closet's match is the summed idf (over the fetched closets) of the query terms
         its line names: a name every closet carries counts for little, a rare one a lot.
         """
-        lines = self._ledger.closet_lines([m.id for m in ranked])
-        found = {
-            m.id: query_terms.intersection(self._terms(lines.get(m.id, "").split("|→")[0]))
-            for m in ranked
-        }
+        heads = self._get_closet_terms([m.id for m in ranked])
+        found = {m.id: query_terms.intersection(heads[m.id]) for m in ranked}
         n = len(ranked)
         seen: dict[str, int] = {}
         for matched in found.values():
@@ -260,9 +263,9 @@ class SearchPipeline:
         neighbours = self._config.grep_neighbours
         source: list[Drawer] = []
         if self._config.grep_scope == "source" or neighbours:
-            source = self._ledger.source_drawers(wing=first.wing, source=first.source, where=where)
+            source = self._source_drawers(first, where)
         pool = source if self._config.grep_scope == "source" and source else drawers
-        vectors = self._ledger.drawer_vectors([d.id for d in pool])
+        vectors = self._get_vectors([d.id for d in pool])
         query = np.asarray(vector, dtype=np.float32)
 
         def key(drawer: Drawer) -> tuple[int, float, str]:
@@ -283,7 +286,7 @@ class SearchPipeline:
         out = dict(known)
         if missing:
             query = np.asarray(vector, dtype=np.float32)
-            for drawer_id, stored in self._ledger.drawer_vectors(missing).items():
+            for drawer_id, stored in self._get_vectors(missing).items():
                 out[drawer_id] = float(stored @ query)
         return out
 
@@ -308,12 +311,21 @@ class SearchPipeline:
         )
 
     def _fresh_caches(self) -> None:
+        """Forget what was read from the ledger when it changed (its generation moved,
+        in this process or another) or when the caches grew past their bound."""
         generation = self._ledger.generation()
-        if generation != self._generation or len(self._vectors) + len(self._drawers) > 50_000:
+        held = len(self._vectors) + len(self._drawers) + len(self._pointers)
+        if generation != self._generation or held > CACHE_LIMIT:
             self._generation = generation
-            self._positions.clear()
-            self._vectors.clear()
-            self._drawers.clear()
+            for cache in (
+                self._positions,
+                self._sources,
+                self._vectors,
+                self._drawers,
+                self._pointers,
+                self._closet_terms,
+            ):
+                cache.clear()
 
     def _get_drawers(self, ids: Sequence[str]) -> list[Drawer]:
         """The drawers with these ids (that exist), read once per ledger generation."""
@@ -322,15 +334,52 @@ class SearchPipeline:
             self._drawers.update((d.id, d) for d in self._ledger.get_drawers(missing))
         return [self._drawers[i] for i in dict.fromkeys(ids) if i in self._drawers]
 
+    def _get_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """The stored vectors of these drawers (those that have one), read once per
+        ledger generation."""
+        missing = [i for i in dict.fromkeys(ids) if i not in self._vectors]
+        if missing:
+            self._vectors.update(self._ledger.drawer_vectors(missing))
+        return {i: self._vectors[i] for i in ids if i in self._vectors}
+
+    def _get_pointers(self, closet_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The drawer ids each closet points to (in chunk order), read once per
+        ledger generation; a closet pointing nowhere maps to an empty list."""
+        missing = [i for i in dict.fromkeys(closet_ids) if i not in self._pointers]
+        if missing:
+            found = self._ledger.closet_pointers(missing)
+            self._pointers.update((i, found.get(i, [])) for i in missing)
+        return {i: self._pointers[i] for i in closet_ids}
+
+    def _get_closet_terms(self, closet_ids: Sequence[str]) -> dict[str, frozenset[str]]:
+        """The terms of each closet's topic and entities (its line before ``|→``),
+        read and cut once per ledger generation."""
+        missing = [i for i in dict.fromkeys(closet_ids) if i not in self._closet_terms]
+        if missing:
+            lines = self._ledger.closet_lines(missing)
+            for i in missing:
+                head = lines.get(i, "").split("|→")[0]
+                self._closet_terms[i] = frozenset(self._terms(head))
+        return {i: self._closet_terms[i] for i in closet_ids}
+
+    def _source_drawers(self, drawer: Drawer, where: Filter) -> list[Drawer]:
+        """The drawers of ``drawer``'s source that pass ``where``, in chunk order
+        (cached for the ledger generation)."""
+        key = (drawer.wing, drawer.source, where)
+        listed = self._sources.get(key)
+        if listed is None:
+            listed = self._sources[key] = self._ledger.source_drawers(
+                wing=drawer.wing, source=drawer.source, where=where
+            )
+        return listed
+
     def _positions_of(self, drawer: Drawer, where: Filter) -> dict[int, str]:
         """Chunk index → drawer id of the drawers of ``drawer``'s source that pass
         ``where`` (cached for the ledger generation)."""
         key = (drawer.wing, drawer.source, where)
         positions = self._positions.get(key)
         if positions is None:
-            listed = self._ledger.source_drawers(
-                wing=drawer.wing, source=drawer.source, where=where
-            )
+            listed = self._source_drawers(drawer, where)
             positions = self._positions[key] = {n.chunk_index: n.id for n in listed}
         return positions
 
@@ -369,7 +418,7 @@ class SearchPipeline:
             wanted[d.id] = near
         missing = {i for near in wanted.values() for i in near} - set(sims) - set(self._vectors)
         if missing:
-            self._vectors.update(self._ledger.drawer_vectors(sorted(missing)))
+            self._get_vectors(sorted(missing))
         query = np.asarray(vector, dtype=np.float32)
         cosines: dict[str, float] = {}
         out = {}
@@ -499,10 +548,12 @@ class SearchPipeline:
             for i, (v, b) in parts.items()
         }
         smoothing = self._neighbours(drawers, base)
+        final_of = {d.id: base[d.id] + smoothing.get(d.id, 0.0) for d in drawers}
+        best = sorted(drawers, key=lambda d: (-final_of[d.id], d.id))[:k]
         hits = []
-        for drawer in drawers:
+        for drawer in best:
             vector_part, bm25_part = parts[drawer.id]
-            final = base[drawer.id] + smoothing.get(drawer.id, 0.0)
+            final = final_of[drawer.id]
             scores = {
                 "vector": sims[drawer.id],
                 "context": context.get(drawer.id, sims[drawer.id]),
@@ -516,5 +567,4 @@ class SearchPipeline:
                 "final": final,
             }
             hits.append(Hit(drawer=drawer, score=final, scores=scores))
-        hits.sort(key=lambda h: (-h.score, h.id))
-        return hits[:k]
+        return hits
