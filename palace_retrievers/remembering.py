@@ -68,6 +68,9 @@ REMEMBER_STATUSES = ("active", "pending")
 MAX_MEMORY_CHARS = 10_000
 
 Time = datetime | date | str | float | int
+#: ``nearest(vector, user_id, k)``: the owner's ``(memory id, cosine)`` pairs nearest
+#: ``vector`` among the *active* memories, from the vector index.
+Nearest = Callable[[npt.NDArray[np.float32], str | None, int], Sequence[tuple[str, float]]]
 
 
 def matcher() -> ModuleType | None:
@@ -189,6 +192,11 @@ class Remembering:
         writing: The palace's writer lock, as ``writing(operation)``.
         sync_index: Brings the vector indexes up to the ledger's journal.
         claim_model: Records the embedding model when the palace gets its first vectors.
+        nearest: Finds a new memory's active neighbours in the vector index (the
+            ``memories`` collection), so that remembering does not scan every memory of
+            the owner; pending ones (few, and not in the index) are still scanned.
+            ``None``: the ledger's exact scan over all of them (quadratic over a long
+            import).
     """
 
     def __init__(
@@ -201,7 +209,9 @@ class Remembering:
         writing: Callable[[str], AbstractContextManager[None]],
         sync_index: Callable[[], int],
         claim_model: Callable[[], None],
+        nearest: Nearest | None = None,
     ) -> None:
+        self._nearest = nearest
         self._ledger = ledger
         self._config = config.memory
         self._embed = embed
@@ -301,14 +311,7 @@ class Remembering:
         user_id: str | None,
     ) -> list[tuple[Memory, str, float]]:
         """Each current memory near ``text`` (or in its slot), with the verdict on it."""
-        cfg = self._config
-        near = self._ledger.nearest_memories(
-            vector,
-            user_id=user_id,
-            statuses=CURRENT,
-            limit=cfg.candidates,
-            min_similarity=cfg.candidate_similarity,
-        )
+        near = self._near(vector, user_id)
         sims = {m.id: s for m, s in near}
         candidates = {m.id: m for m, _ in near}
         if slot is not None:
@@ -327,6 +330,38 @@ class Remembering:
             out.append((old, self._verdict(match, old, text, sim), sim))
         out.sort(key=lambda item: (-item[2], item[0].id))
         return out
+
+    def _near(
+        self, vector: npt.NDArray[np.float32], user_id: str | None
+    ) -> list[tuple[Memory, float]]:
+        """The owner's current memories nearest ``vector`` (at least
+        ``memory.candidate_similarity``, at most ``memory.candidates``), best first."""
+        cfg = self._config
+        if self._nearest is None:
+            return self._ledger.nearest_memories(
+                vector,
+                user_id=user_id,
+                statuses=CURRENT,
+                limit=cfg.candidates,
+                min_similarity=cfg.candidate_similarity,
+            )
+        pending = self._ledger.nearest_memories(
+            vector,
+            user_id=user_id,
+            statuses=("pending",),
+            limit=cfg.candidates,
+            min_similarity=cfg.candidate_similarity,
+        )
+        found = dict(self._nearest(vector, user_id, cfg.candidates))
+        active = [
+            (m, found[m.id])
+            for m in self._ledger.get_memories(list(found))
+            if m.status in CURRENT
+            and m.user_id == user_id
+            and found[m.id] >= cfg.candidate_similarity
+        ]
+        near = sorted([*active, *pending], key=lambda pair: (-pair[1], pair[0].id))
+        return near[: cfg.candidates]
 
     def _verdict(self, match: ModuleType | None, old: Memory, text: str, sim: float) -> str:
         """``"duplicate"``, ``"update"`` or ``"new"`` for ``text`` against ``old``."""
