@@ -474,6 +474,15 @@ _Q_ZH_MINE = re.compile(r"^我的(?P<x>\S{1,8}?)是(?:什么|谁|多少)")
 _Q_ZH_WHEN = re.compile(r"^(?P<s>\S{1,10}?)(?:以前)?(?:是|在)?(?:什么时候|几点|哪天)")
 
 
+#: Every question :func:`question_slots` understands has one of these.
+_Q_CUES = re.compile(
+    r"\bwhere|\bmy\b|\buse\b|\brun on\b|\bwhat time\b|\b(?:what|which) day\b|\blike best\b"
+    r"|\bwhen(?:'s|’s| is| was| are| were)\b|\bwho(?:'s|’s| is| was)\b|\bdo i do\b|\bwork as\b"
+    r"|\b(?:which|what) (?:city|town|country|company|employer|firm)\b|我|什么时候|几点|哪天",
+    re.IGNORECASE,
+)
+
+
 def question_slots(question: str) -> tuple[str, ...]:
     """The slots a question asks about: ``"Where do I live?"`` → ``("i|lives_in",)``.
 
@@ -486,6 +495,8 @@ def question_slots(question: str) -> tuple[str, ...]:
     >>> question_slots("我最喜欢的水果是什么？")
     ('i|favourite_水果',)
     """
+    if not _Q_CUES.search(question):
+        return ()  # no question word: no need to read it (a search asks this every time)
     line = clean(tokens(question)).strip()
     if not line:
         return ()
