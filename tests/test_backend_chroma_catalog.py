@@ -74,6 +74,10 @@ def test_writes_through_another_handle_are_seen(
         remove(ledger, writer, gone)
         everything = [e for e in everything + fresh if e.id not in set(gone)]
         check()
+        catalog = reader._catalog
+        assert catalog is not None
+        # Rebuilt after BUILD_AFTER queries, or still set aside (the last rebuild too recent).
+        assert (catalog._seen == reader._version()) is (rebuild_every == 0.0)
         # And the writer's own copy followed its writes without a rebuild.
         monkeypatch.setattr(vector_catalog, "REBUILD_EVERY", 3600.0)
         probe = probes[0]
