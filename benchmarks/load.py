@@ -48,6 +48,7 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import subprocess
 import time
 import traceback
 from collections import Counter
@@ -434,6 +435,7 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], lost: dict[s
         f"{args.idle_seconds:g} s idle then {args.seconds:g} s under load"
     )
     print(f"load average (1, 5, 15 min) before: {args.load_before}, after: {os.getloadavg()}")
+    print(f"code: {args.commit}")
     print("\n| phase | queries | queries/s | p50 ms | p99 ms | errors |")
     print("|---|---|---|---|---|---|")
     p99 = {}
@@ -519,6 +521,13 @@ def main() -> None:
     shutil.copytree(base, run)
 
     args.load_before = tuple(round(x, 2) for x in os.getloadavg())
+    args.commit = subprocess.run(
+        ["git", "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent,
+        check=False,
+    ).stdout.strip()
     ctx = mp.get_context("spawn")
     roles = [("reader", i) for i in range(args.readers)] + [("miner", 0), ("rememberer", 0)]
     barrier = ctx.Barrier(len(roles))
