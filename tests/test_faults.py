@@ -357,6 +357,11 @@ def test_a_damaged_index_is_survived_and_reindex_restores_full_results(
     assert _first_hits(palace_dir, queries, degraded=degraded) == [expected, expected]
     if damage in NOTICED:
         assert "drawers" in degraded
+        status = _cli(palace_dir, "status")
+        assert status.returncode == 0, status.stderr[-2000:]
+        assert "chroma/drawers: DEGRADED (run `palace reindex`)" in status.stdout
+        if damage.startswith("hnsw-"):
+            assert "HNSW files in" in status.stdout, status.stdout
 
     install_fake_embedder(monkeypatch)
     done = CliRunner().invoke(
