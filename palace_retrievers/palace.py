@@ -357,6 +357,12 @@ class Palace(PalaceMemories):
         if self._sync_index():
             log.info("replayed the index journal left by an interrupted write")
         degraded = self.indexes.check()
+        for _ in range(3):
+            # A memory write queued by another process between the replay and the check
+            # reads as a count that disagrees: replay what it journalled and look again.
+            if not degraded or not self._sync_index():
+                break
+            degraded = self.indexes.check()
         if degraded:
             log.warning("rebuilding the vector indexes from the ledger: %s", degraded)
             self.indexes.rebuild()
