@@ -20,8 +20,8 @@ in memory (:mod:`palace_plugins.builtin.vector_catalog`, kept in step with Chrom
 write counter): a filter passing at most ``exact_below`` records (default 20,000) is
 answered by an exact scan of just those; a broader one by asking Chroma for the nearest
 neighbours unfiltered, a few more than the share passing calls for, and keeping those that
-pass. ``exact_below = 0`` turns the copy off (and its memory: about 150 MB per 100,000
-drawers of 384 dimensions). Without the copy (a server, or while it is being brought up to
+pass. ``exact_below = 0`` turns the copy off (and its memory: 164 MB for 100,000 drawers
+of 384 dimensions). Without the copy (a server, or while it is being brought up to
 date) the neighbours' filter fields come from a cache
 (:mod:`palace_plugins.builtin.filter_fields`). When too few neighbours pass, the backend
 hands Chroma the filter as a ``where`` clause, applied inside the HNSW query.
