@@ -126,3 +126,29 @@ def test_exact_below_must_be_a_count(tmp_path: Path, ledger: SQLiteLedger) -> No
     for bad in (-1, "many", True, 1.5):
         with pytest.raises(ConfigError, match="exact_below"):
             open_chroma(tmp_path, ledger, exact_below=bad)
+
+
+def test_deleted_rows_are_compacted_away(
+    tmp_path: Path, ledger: SQLiteLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_catalog, "COMPACT_ABOVE", 10)
+    index = open_chroma(tmp_path, ledger)
+    try:
+        everything = entries(0, 100, seed=6)
+        put(ledger, index, everything)
+        gone = {e.id for e in everything[:60]}
+        remove(ledger, index, sorted(gone))
+        catalog = index._catalog
+        assert catalog is not None
+        table = catalog._table
+        assert table is not None
+        assert len(table.ids) == 40  # compacted: no row of a deleted record left
+        back = everything[:5]
+        put(ledger, index, back)  # deleted ids filed again
+        everything = [e for e in everything if e.id not in gone] + back
+        for n, probe in enumerate(synthetic_vectors(6, seed=7)):
+            where = Filter(wing=f"w{n % 5}") if n % 2 else Filter(user_id="u")
+            found = [m.id for m in index.query(vector=probe, k=6, where=where)]
+            assert found == brute_force(everything, probe, 6, where)
+    finally:
+        index.close()

@@ -46,6 +46,9 @@ REBUILD_EVERY = 30.0
 #: or twice (``palace search`` on the command line) never pays for a rebuild.
 BUILD_AFTER = 3
 _FIELDS = ("wing", "room", "user_id", "kind")
+#: Rows of deleted records kept (their space reused by no one) before the table is
+#: compacted, at least; compacted when they outnumber the live records too.
+COMPACT_ABOVE = 4096
 
 Version = Callable[[], Hashable | None]
 
@@ -138,6 +141,19 @@ class _Table:
                 self.live[row] = False
                 for name in _FIELDS:
                     self.codes[name][row] = -1
+        dead = len(self.ids) - len(self.rows)
+        if dead > max(COMPACT_ABOVE, len(self.rows)):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop the rows of deleted records (new arrays: a reader's old ones stay valid)."""
+        keep = np.flatnonzero(self.live[: len(self.ids)])
+        self.ids = [self.ids[r] for r in keep]
+        self.rows = {i: r for r, i in enumerate(self.ids)}
+        self.matrix = self.matrix[keep]
+        self.codes = {name: codes[keep] for name, codes in self.codes.items()}
+        self.ts = self.ts[keep]
+        self.live = self.live[keep]
 
     def mask(
         self, where: Filter, rows: npt.NDArray[np.intp] | None = None
