@@ -48,6 +48,7 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import time
 import traceback
@@ -435,7 +436,10 @@ def report(args: argparse.Namespace, results: list[dict[str, Any]], lost: dict[s
         f"{args.idle_seconds:g} s idle then {args.seconds:g} s under load"
     )
     print(f"load average (1, 5, 15 min) before: {args.load_before}, after: {os.getloadavg()}")
-    print(f"code: {args.commit}")
+    print(
+        f"code: {args.commit}"
+        + (" + an index on drawers (wing, source)" if args.source_index else "")
+    )
     print("\n| phase | queries | queries/s | p50 ms | p99 ms | errors |")
     print("|---|---|---|---|---|---|")
     p99 = {}
@@ -508,6 +512,12 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", type=Path, help="cProfile reader 0 into this file")
+    parser.add_argument(
+        "--source-index",
+        action="store_true",
+        help="add an index on drawers (wing, source, chunk_index) to the run's ledger "
+        "(a proposed fix: the ledger has none, and the neighbour stage looks drawers up so)",
+    )
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     args = parser.parse_args()
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -519,6 +529,9 @@ def main() -> None:
     run = args.palace / "run"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(base, run)
+    if args.source_index:  # the proposed fix of the neighbour stage's look-up by source
+        with sqlite3.connect(run / "ledger.sqlite3") as db:
+            db.execute("CREATE INDEX drawers_wing_source ON drawers (wing, source, chunk_index)")
 
     args.load_before = tuple(round(x, 2) for x in os.getloadavg())
     args.commit = subprocess.run(
