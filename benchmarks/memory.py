@@ -14,8 +14,9 @@ the cosine of the real embeddings; three deciders are scored on it:
 The sets: ``memory_pairs.jsonl`` (dev: the matcher was tuned on it), ``…_heldout``
 (its errors were looked at once), ``…_heldout2`` (blind at its first run, then looked at),
 ``…_heldout3`` (written after the matcher was frozen: blind at its first run, then its
-misses were looked at), ``…_heldout4`` (written before the rules its misses led to, to
-check that they generalise).
+misses were looked at), ``…_heldout4`` (written before the rules held-out 3's misses led
+to, run once blind, then its misses were looked at too), ``…_heldout5`` (written after
+those rules, blind at its first run; one more round of rules followed it).
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -86,8 +87,9 @@ SETS = {
     "dev (tuned on)": "memory_pairs.jsonl",
     "held-out 1 (seen)": "memory_pairs_heldout.jsonl",
     "held-out 2 (seen)": "memory_pairs_heldout2.jsonl",
-    "held-out 3 (blind)": "memory_pairs_heldout3.jsonl",
-    "held-out 4 (new)": "memory_pairs_heldout4.jsonl",
+    "held-out 3 (seen)": "memory_pairs_heldout3.jsonl",
+    "held-out 4 (seen)": "memory_pairs_heldout4.jsonl",
+    "held-out 5 (seen)": "memory_pairs_heldout5.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
