@@ -239,7 +239,9 @@ class SearchPipeline:
             for term in matched:
                 seen[term] = seen.get(term, 0) + 1
         idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in seen.items()}
-        score = {i: sum(idf[t] for t in matched) for i, matched in found.items()}
+        # Summed in a fixed order: a set's order varies between processes, and so would
+        # the last bit of the sum, and with it the order of closets that tie.
+        score = {i: sum(idf[t] for t in sorted(matched)) for i, matched in found.items()}
         order = {m.id: rank for rank, m in enumerate(ranked)}
         kept = [m for m in ranked if score[m.id] > 0]
         return sorted(kept, key=lambda m: (-score[m.id], order[m.id]))
