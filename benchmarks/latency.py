@@ -213,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
     parser.add_argument("--no-stages", action="store_true", help="time the search only")
     parser.add_argument(
+        "--torch-threads", type=int, help="torch intra-op threads (default: torch's own)"
+    )
+    parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
     )
     args = parser.parse_args(argv)
@@ -241,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         import torch
 
+        if args.torch_threads:
+            torch.set_num_threads(args.torch_threads)
         print(f"torch threads {torch.get_num_threads()}, {os.cpu_count()} CPUs")
         measure(
             palace,
