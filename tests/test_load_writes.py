@@ -122,13 +122,26 @@ def test_another_write_during_a_mine_is_refused_clearly_and_files_nothing(
         assert all("serviced on Fridays" not in h.text for h in hits)
 
 
+STREAM = pytest.mark.xfail(
+    strict=True,
+    reason="the mine replays the journal and checks again 3 times, then rebuilds: a steady "
+    "stream of queued memory writes (a remember every check) still makes it rebuild every "
+    "index (benchmarks/load.py at 50,000 drawers: 'the index holds 17 vectors but the ledger "
+    "20'); the check could allow for the ids the journal holds",
+)
+
+
+@pytest.mark.parametrize(
+    "writes", [pytest.param(1, id="one"), pytest.param(5, id="a-stream", marks=STREAM)]
+)
 def test_a_memory_queued_as_a_mine_starts_does_not_make_it_rebuild_the_indexes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes: int
 ) -> None:
     """A mine starting compares each index's count with the ledger's; a memory queued by
     another process just before that reads as a count that disagrees, and must not make
     the mine rebuild every index (``benchmarks/load.py`` at 50,000 drawers: a rebuild of
-    354 s under the lock, and every reader's Chroma collections gone)."""
+    354 s under the lock, and every reader's Chroma collections gone). ``writes``: how
+    many checks in a row find a new memory queued just before them."""
     palace_dir = tmp_path / "palace"
     config = {**CONFIG, "mining": {**CONFIG["mining"], "lock_timeout": 10.0}}
     with Palace.open(
@@ -140,8 +153,9 @@ def test_a_memory_queued_as_a_mine_starts_does_not_make_it_rebuild_the_indexes(
         check, rebuild = palace.indexes.check, palace.indexes.rebuild
 
         def check_after_a_queued_write() -> dict[str, str]:
-            if not queued:  # another process remembers now, while this one holds the lock
-                remember = ["remember", "The harbour lantern is serviced on Fridays", "--json"]
+            if len(queued) < writes:  # another process remembers now, while this one holds the lock
+                text = f"The harbour lantern number {len(queued)} is serviced on Fridays"
+                remember = ["remember", text, "--json"]
                 done = subprocess.run(
                     [sys.executable, str(DRIVER), "cli", "--palace", str(palace_dir), *remember],
                     capture_output=True,
@@ -162,7 +176,7 @@ def test_a_memory_queued_as_a_mine_starts_does_not_make_it_rebuild_the_indexes(
         monkeypatch.setattr(palace.indexes, "rebuild", recorded_rebuild)
         palace.mine(_corpus(tmp_path / "notes", 2), wing="notes")
         assert queued  # the memory was written while the mine held the lock
-        assert [m.id for m in palace.memories()] == queued
+        assert sorted(m.id for m in palace.memories(status=None)) == sorted(queued)
         assert palace.ledger.pending_index("memories", limit=10) == []  # the mine applied it
         assert rebuilt == []  # ... without rebuilding every index for it
 
