@@ -310,3 +310,40 @@ def test_stats(ledger: SQLiteLedger) -> None:
     stats = ledger.stats()
     assert (stats.drawers, stats.sources, stats.closets, stats.embedded) == (2, 1, 0, 2)
     assert stats.wings == {"w": {"chat": 1, "docs": 1}}
+
+
+def test_a_sources_drawers_are_looked_up_by_index(ledger: SQLiteLedger, path: Path) -> None:
+    """The search's neighbour and grep stages ask for one source's drawers: an index
+    look-up (migration 4), not a scan of the wing; a ledger of version 3 gets it on open."""
+    ledger.upsert_drawers(
+        [drawer(f"d{i}", f"chunk {i}", source=f"s{i % 3}", chunk_index=i) for i in range(9)],
+        vectors(9),
+        model="m",
+    )
+    plan = " ".join(
+        str(row[-1])
+        for row in ledger._db.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM drawers WHERE wing = ? AND source = ? "
+            "ORDER BY chunk_index, id",
+            ("w", "s1"),
+        )
+    )
+    assert "drawers_by_source" in plan
+    found = ledger.source_drawers(wing="w", source="s1", where=Filter())
+    assert [d.id for d in found] == ["d1", "d4", "d7"]
+    ledger.close()
+    with sqlite3.connect(path) as db:  # as a palace of the previous version left it
+        db.execute("DROP INDEX drawers_by_source")
+        db.execute("DELETE FROM schema_version WHERE version = 4")
+    again = SQLiteLedger(path)
+    try:
+        assert again.schema_version == SCHEMA_VERSION
+        names = {r[0] for r in again._db.execute("SELECT name FROM sqlite_master")}
+        assert "drawers_by_source" in names
+        assert [d.id for d in again.source_drawers(wing="w", source="s1", where=Filter())] == [
+            "d1",
+            "d4",
+            "d7",
+        ]
+    finally:
+        again.close()
