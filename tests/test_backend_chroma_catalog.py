@@ -1,6 +1,7 @@
 """The embedded Chroma backend's copy of the vectors (``vector_catalog``) stays in step with
 the index: writes through another handle on the same folder are seen, whether the copy is
-rebuilt from the ledger or (within ``REBUILD_EVERY`` of the last rebuild) set aside.
+refreshed from what changed, rebuilt from the ledger, or set aside until its rebuild; the
+backend's own writes keep it current; rows of deleted records are compacted away.
 
 Synthetic unit vectors (a FAKE set): these tests are about bookkeeping, not meaning.
 """
@@ -48,9 +49,17 @@ def entries(start: int, count: int, *, seed: int) -> list[IndexEntry]:
     ]
 
 
-@pytest.mark.parametrize("rebuild_every", [0.0, 3600.0], ids=["rebuilt", "set-aside"])
+@pytest.mark.parametrize(
+    ("refresh_at_most", "build_after"),
+    [(vector_catalog.REFRESH_AT_MOST, 10**6), (0, 3), (0, 10**6)],
+    ids=["refreshed", "rebuilt", "set-aside"],
+)
 def test_writes_through_another_handle_are_seen(
-    tmp_path: Path, ledger: SQLiteLedger, monkeypatch: pytest.MonkeyPatch, rebuild_every: float
+    tmp_path: Path,
+    ledger: SQLiteLedger,
+    monkeypatch: pytest.MonkeyPatch,
+    refresh_at_most: int,
+    build_after: int,
 ) -> None:
     writer = open_chroma(tmp_path, ledger)
     reader = open_chroma(tmp_path, ledger)
@@ -67,7 +76,9 @@ def test_writes_through_another_handle_are_seen(
                 assert found == brute_force(everything, probe, 8, where)
 
         check()  # the reader's copy is built from the ledger on its first query
-        monkeypatch.setattr(vector_catalog, "REBUILD_EVERY", rebuild_every)
+        monkeypatch.setattr(vector_catalog, "REBUILD_EVERY", 0.0)
+        monkeypatch.setattr(vector_catalog, "REFRESH_AT_MOST", refresh_at_most)
+        monkeypatch.setattr(vector_catalog, "BUILD_AFTER", build_after)
         fresh = entries(300, 120, seed=3)
         put(ledger, writer, fresh)
         gone = [e.id for e in everything[::4]]
@@ -76,10 +87,12 @@ def test_writes_through_another_handle_are_seen(
         check()
         catalog = reader._catalog
         assert catalog is not None
-        # Rebuilt after BUILD_AFTER queries, or still set aside (the last rebuild too recent).
-        assert (catalog._seen == reader._version()) is (rebuild_every == 0.0)
+        # Refreshed from what changed, rebuilt after BUILD_AFTER queries, or still set
+        # aside (waiting for more queries before a rebuild).
+        current = catalog._table is not None and catalog._seen == reader._version()
+        assert current is (refresh_at_most > 0 or build_after == 3)
         # And the writer's own copy followed its writes without a rebuild.
-        monkeypatch.setattr(vector_catalog, "REBUILD_EVERY", 3600.0)
+        monkeypatch.setattr(vector_catalog, "BUILD_AFTER", 10**6)
         probe = probes[0]
         where = Filter(wing="w3", user_id="u")
         found = [m.id for m in writer.query(vector=probe, k=8, where=where)]

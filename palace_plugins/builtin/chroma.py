@@ -207,6 +207,8 @@ class ChromaIndex(VectorIndex):
                 version=self._version,
                 dimension=context.dimension,
                 empty=self._empty(),
+                changes=self._changes,
+                all_ids=self._all_ids,
             )
 
     def _empty(self) -> bool:
@@ -329,6 +331,34 @@ class ChromaIndex(VectorIndex):
         row = self._read_chroma(_COUNTER_SQL)
         return None if row is None else (str(row[0]), None if row[1] is None else int(row[1]))
 
+    def _changes(self, seen: Hashable) -> tuple[list[str], int] | None:
+        """The ids written to the collection since version ``seen`` (their sequence number
+        in Chroma's metadata segment is later) and how many records it holds now."""
+        if not isinstance(seen, tuple) or self._counter is None:
+            return None
+        state = self._state()
+        if state is None or state[0] != seen[0]:
+            return None  # another collection by that name now (cleared, recreated)
+        with self._counter_lock:
+            try:
+                changed = self._counter.execute(_CHANGED_SQL, (seen[0], seen[1] or 0)).fetchall()
+                ((total,),) = self._counter.execute(_COUNT_SQL, (seen[0],)).fetchall()
+            except sqlite3.Error:
+                return None
+        return [str(r[0]) for r in changed], int(total)
+
+    def _all_ids(self) -> list[str] | None:
+        """Every id the collection holds, from Chroma's metadata segment."""
+        state = self._state()
+        if state is None or self._counter is None:
+            return None
+        with self._counter_lock:
+            try:
+                rows = self._counter.execute(_IDS_SQL, (state[0],)).fetchall()
+            except sqlite3.Error:
+                return None
+        return [str(r[0]) for r in rows]
+
     def _read_chroma(self, sql: str) -> tuple[Any, ...] | None:
         """The row a query on embedded Chroma's SQLite file about this collection (its name
         the one parameter) finds; ``None`` if none, if the file cannot be read, or if
@@ -422,6 +452,13 @@ _SEGMENT_SQL = (
     "SELECT s.id FROM segments s JOIN collections c ON c.id = s.collection "
     "WHERE c.name = ? AND s.scope = 'VECTOR'"
 )
+_RECORDS = (
+    "FROM embeddings e JOIN segments s ON s.id = e.segment_id "
+    "WHERE s.collection = ? AND s.scope = 'METADATA'"
+)
+_CHANGED_SQL = f"SELECT e.embedding_id {_RECORDS} AND e.seq_id > ?"
+_COUNT_SQL = f"SELECT count(*) {_RECORDS}"
+_IDS_SQL = f"SELECT e.embedding_id {_RECORDS}"
 _COUNTER_SQL = (
     "SELECT c.id, max(m.seq_id) FROM collections c "
     "LEFT JOIN segments s ON s.collection = c.id "
