@@ -118,12 +118,20 @@ class IndexSet:
             expected = self._ledger.count_vectors(collection)
             if not health.ok:
                 self._problems[collection] = health.detail
-            elif health.count != expected:
+            elif health.count != expected and not self._journal_explains(
+                collection, abs(expected - (health.count or 0))
+            ):
                 self._problems[collection] = (
                     f"the index holds {health.count} vectors but the ledger {expected}"
                 )
         if collection in self._problems:
             self._warn(collection)
+
+    def _journal_explains(self, collection: str, difference: int) -> bool:
+        """Whether the ledger's journal holds at least ``difference`` ids of the collection
+        not yet applied to the index: a write in flight (another process's queued memory,
+        a batch being filed), which the next replay applies, not a damaged index."""
+        return len(self._ledger.pending_index(collection, limit=difference)) >= difference
 
     def _warn(self, collection: str) -> None:
         log.warning(
@@ -138,13 +146,25 @@ class IndexSet:
         index = self._indexes.get(collection)
         failed = self._failed_at.get(collection)
         if failed is not None and time.monotonic() - failed > QUERY_RETRY_SECONDS:
-            del self._failed_at[collection]  # a failed query is retried, now and then
-            self._check(collection)
+            del self._failed_at[collection]  # a failed query is retried, now and then,
+            self._reopen(collection)  # on a new handle: another process may have rebuilt it
+            index = self._indexes.get(collection)
         if index is not None and collection not in self._problems:
             return index
         if collection not in self._fallbacks:
             self._fallbacks[collection] = self._fallback_factory(self._context(collection, {}))
         return self._fallbacks[collection]
+
+    def _reopen(self, collection: str) -> None:
+        """Open the collection's index again (and check it): a handle kept across another
+        process's rebuild points at a collection that no longer exists."""
+        index = self._indexes.get(collection)
+        if index is not None:
+            try:
+                index.close()
+            except Exception as exc:  # a broken handle is dropped all the same
+                log.debug("closing the %s index failed: %s", collection, exc)
+        self._open(collection)
 
     # -- the index interface, per collection ------------------------------------------
 

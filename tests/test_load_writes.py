@@ -122,18 +122,7 @@ def test_another_write_during_a_mine_is_refused_clearly_and_files_nothing(
         assert all("serviced on Fridays" not in h.text for h in hits)
 
 
-STREAM = pytest.mark.xfail(
-    strict=True,
-    reason="the mine replays the journal and checks again 3 times, then rebuilds: a steady "
-    "stream of queued memory writes (a remember every check) still makes it rebuild every "
-    "index (benchmarks/load.py at 50,000 drawers: 'the index holds 17 vectors but the ledger "
-    "20'); the check could allow for the ids the journal holds",
-)
-
-
-@pytest.mark.parametrize(
-    "writes", [pytest.param(1, id="one"), pytest.param(5, id="a-stream", marks=STREAM)]
-)
+@pytest.mark.parametrize("writes", [pytest.param(1, id="one"), pytest.param(5, id="a-stream")])
 def test_a_memory_queued_as_a_mine_starts_does_not_make_it_rebuild_the_indexes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes: int
 ) -> None:
@@ -181,12 +170,6 @@ def test_a_memory_queued_as_a_mine_starts_does_not_make_it_rebuild_the_indexes(
         assert rebuilt == []  # ... without rebuilding every index for it
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the re-check after QUERY_RETRY_SECONDS asks the same stale Chroma handle "
-    "(Collection ... does not exist): the reader answers by exact scan until it is reopened "
-    "(benchmarks/load.py at 50,000 drawers: some 20 s a search)",
-)
 def test_a_reader_finds_its_index_again_after_another_process_rebuilds_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
