@@ -124,6 +124,7 @@ class Palace(PalaceMemories):
             writing=partial(self.writing, queue=True),
             sync_index=self._sync_held,
             claim_model=self._claim_model,
+            nearest=self._nearest_memories,
         )
 
     # -- opening ------------------------------------------------------------------------
@@ -320,6 +321,26 @@ class Palace(PalaceMemories):
         """:meth:`_sync_index` when this thread holds the writer lock (a queued write
         leaves the journal to the holder)."""
         return self._sync_index() if self._writer.held else 0
+
+    def _nearest_memories(
+        self, vector: Vectors, user_id: str | None, k: int
+    ) -> list[tuple[str, float]]:
+        """The owner's active memories nearest ``vector`` (a new memory's dedupe
+        candidates): the vector index's ``k`` best, and, scored exactly, those the journal
+        still holds for the index (filed by another process's queued write, or by a write
+        whose index update failed), so that a duplicate of either is still noticed."""
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        found = {
+            m.id: m.similarity
+            for m in self.indexes.query(
+                "memories", vector=query, k=k, where=Filter(user_id=user_id)
+            )
+        }
+        waiting = self.ledger.pending_index("memories", limit=4096)
+        for memory_id, stored in self.ledger.memory_vectors(waiting).items():
+            if stored.shape == query.shape:
+                found[memory_id] = float(stored @ query)
+        return sorted(found.items(), key=lambda pair: (-pair[1], pair[0]))
 
     def _repair_lexical(self) -> None:
         """Rebuild the full-text index when it is missing or disagrees with the ledger

@@ -95,3 +95,23 @@ def test_a_pending_memory_is_still_found(
     palace.remember("My favourite editor is Vim", user_id="u", status=status)
     again = palace.remember("My favourite editor is Vim", user_id="u", status=status)
     assert again.action == "duplicate"
+
+
+def test_the_palace_wires_the_index_and_sees_what_the_journal_still_holds(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """The palace's own look-up (chroma): a memory filed but not yet in the vector index
+    (another process's queued write, journalled for the index) is still a neighbour."""
+    palace = open_palace(tmp_path / "palace", backend="chroma")
+    first = palace.remember("We had pizza on Friday", user_id="u").memory
+    assert palace.remember("We had pizza on Friday", user_id="u").action == "duplicate"
+    palace.indexes.delete("memories", [first.id])  # as if another process had filed it
+    palace.ledger._db.execute(  # type: ignore[attr-defined]  # SQLite ledger internals
+        "INSERT INTO index_pending (collection, id) VALUES ('memories', ?)", (first.id,)
+    )
+    vector = palace.embedder.embed_query("We had pizza on Friday")
+    indexed = palace.indexes.query("memories", vector=vector, k=5, where=Filter(user_id="u"))
+    assert first.id not in [m.id for m in indexed]
+    assert first.id in [i for i, _ in palace._nearest_memories(vector, "u", 5)]
+    assert palace.remember("We had pizza on Friday", user_id="u").action == "duplicate"
+    assert [m.id for m in palace.memories(user_id="u")] == [first.id]
