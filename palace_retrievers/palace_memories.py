@@ -375,7 +375,8 @@ class PalaceMemories:
         """Remember what the memory extractor finds in newly filed ``drawers``.
 
         The drawers are handed over one source at a time, in chunk order; each candidate
-        is remembered for the drawers' owner, in the drawers' wing, with status
+        is remembered for the drawers' owner, in the wing and room of the drawer it was
+        read from (so that a search filtered by room finds it there), with status
         ``memory.extracted_status``, ``origin="extracted"``, the date it was said (else
         its drawer's date) and importance capped at ``memory.extracted_importance``, in
         the order it was said, so a later value supersedes an earlier one; its triples go
@@ -429,6 +430,7 @@ class PalaceMemories:
                     user_id=drawer.user_id,
                     source_ids=candidate.source_ids,
                     wing=drawer.wing,
+                    room=drawer.room,
                     status=cfg.extracted_status,
                     origin="extracted",
                     now=when,

@@ -62,6 +62,7 @@ def test_mining_a_conversation_remembers_what_the_user_said(palace: Palace, tmp_
     drawers = palace.get(list(lisbon.source_ids), user_id="u1")
     assert drawers
     assert "Lisbon" in drawers[0].text
+    assert lisbon.room == drawers[0].room != ""  # filed where its drawer is
     # Its triple went to the graph, pointing at the drawer and the memory.
     [triple] = palace.kg.query("user", predicate="lives_in", user_id="u1")
     assert triple.object == "Lisbon"
