@@ -196,6 +196,7 @@ class ChromaIndex(VectorIndex):
         self._exact_below = exact_below
         self._catalog: VectorCatalog | None = None
         self._counter: sqlite3.Connection | None = None
+        self._counted: tuple[tuple[str, int | None], int] | None = None
         self._counter_lock = threading.Lock()
         self._path = path if address is None else None
         if address is None:
@@ -280,7 +281,7 @@ class ChromaIndex(VectorIndex):
     def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
         if k <= 0:
             return []
-        total = self._collection.count()
+        total = self._query_count()
         if total == 0:
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
@@ -309,6 +310,23 @@ class ChromaIndex(VectorIndex):
             if len(passing) >= k or len(nearest) < probe:
                 return _matches(passing)[:k]
         return _matches(self._nearest(query, min(k, total), chroma_where(where)))
+
+    def _query_count(self) -> int:
+        """How many records the collection holds, for sizing a query's probes.
+
+        Chroma's ``count()`` costs a round trip through its engine (about half of a
+        search's time outside the query embedding, measured under load), so embedded it
+        is kept per write-counter state (:meth:`_state`, one indexed read of Chroma's
+        SQLite file), which every write, by any process, moves.
+        """
+        state = self._state() if self._counter is not None else None
+        if state is None:
+            return int(self._collection.count())
+        cached = self._counted
+        if cached is None or cached[0] != state:
+            cached = (state, int(self._collection.count()))
+            self._counted = cached
+        return cached[1]
 
     def _passing(self, nearest: Sequence[tuple[str, float]], where: Filter) -> list[bool]:
         ids = [i for i, _ in nearest]
