@@ -395,9 +395,28 @@ class Palace(PalaceMemories):
         """Embed a batch of sources' drawers and closets in one call, file them in one
         ledger transaction, bring the indexes up to the ledger, then remember what the
         memory extractor finds in the drawers that are new (see ``_extract_memories``)."""
+        return self._embed_sources(batch)()
+
+    def _embed_sources(
+        self, batch: list[tuple[SourceState, list[Drawer]]]
+    ) -> Callable[[], list[str]]:
+        """The first step of :meth:`_file_sources`, which a mine runs in a background
+        thread for the next batch while the one before is filed: build the closets and
+        embed drawers and closets. Returns the second step, which files them (in the
+        thread holding the writer lock)."""
         drawers = [d for _, ds in batch for d in ds]
         closets = self._build_closets(drawers)
         vectors = self._embed([*(d.text for d in drawers), *(c.text for c in closets)])
+        return partial(self._write_sources, batch, drawers, closets, vectors)
+
+    def _write_sources(
+        self,
+        batch: list[tuple[SourceState, list[Drawer]]],
+        drawers: list[Drawer],
+        closets: list[Closet],
+        vectors: Vectors,
+    ) -> list[str]:
+        """The second step of :meth:`_file_sources`: file, index, extract memories."""
         known: set[str] = set()
         if self.config.memory.extractor and drawers:
             known = {d.id for d in self.ledger.get_drawers([d.id for d in drawers])}
@@ -585,6 +604,7 @@ class Palace(PalaceMemories):
             config=self.config,
             source=self._source(source),
             file_drawers=self._file_sources,
+            embed_drawers=self._embed_sources,
             get_states=self.ledger.source_states,
             touch=self.ledger.touch_source,
             plugin=source,

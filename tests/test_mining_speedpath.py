@@ -7,8 +7,8 @@ overlap, and that nothing else changes: the same palace as a mine without it, on
 transaction per batch, errors of either step raised to the caller with what was filed
 before kept, no thread left behind, memories extracted under the writer lock.
 
-Until ``Palace`` offers the two steps itself (``Palace._embed_sources``), the fixture
-``ahead`` installs them, written exactly as the proposed change to ``palace.py``. The
+``Palace`` offers the two steps itself (``Palace._embed_sources``); on a palace class
+without them the fixture ``ahead`` installs the same two steps written here. The
 real ``Palace`` API and SQLite ledger throughout, the exact ``sqlite`` backend and Chroma;
 the FAKE deterministic embedder stands in for the model (the vectors do not matter here,
 the order of calls and threads does).
