@@ -208,3 +208,10 @@ def test_the_cli(tmp_path: Path) -> None:
     assert done.stdout.startswith("removed 1 drawers of 1 sources no longer found")
     assert "removed notes: gamma/gamma1.md" in done.stdout
     assert cli("sync").stdout.startswith("removed 0 drawers of 0 sources")
+    # An owner's source is told by its own key and its owner (not the key it is recorded
+    # under, which names the owner).
+    assert cli("mine", "--user", "alice", str(tree)).returncode == 0
+    (tree / "beta" / "beta1.md").unlink()
+    done = cli("sync", str(tree))
+    assert "removed notes: beta/beta1.md (user alice)" in done.stdout, done.stdout
+    assert "\x1e" not in done.stdout

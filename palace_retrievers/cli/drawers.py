@@ -12,6 +12,7 @@ from palace_retrievers.cli import output
 from palace_retrievers.cli.app import cli, emit_json, fail, json_option, opened, user_option
 from palace_retrievers.cli.output import one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
+from palace_retrievers.ids import split_source_key
 from palace_retrievers.records import Hit
 
 
@@ -130,8 +131,10 @@ def sync(ctx: click.Context, path: Path | None, dry_run: bool, as_json: bool) ->
         f"no longer found ({len(report.roots)} mined paths checked)"
     )
     for root in report.roots:
-        for key in root.gone:
-            click.echo(f"  {'gone' if dry_run else 'removed'} {root.wing}: {key}")
+        for recorded in root.gone:
+            owner, key = split_source_key(recorded)
+            whose = f" (user {owner})" if owner else ""
+            click.echo(f"  {'gone' if dry_run else 'removed'} {root.wing}: {key}{whose}")
         if root.note:
             click.echo(f"  kept {root.root} ({root.wing}): {root.note}")
 
