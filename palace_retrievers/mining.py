@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -373,14 +372,6 @@ class Miner:
                 report.seen += 1
                 seen.add(recorded)
                 state = known.get(recorded)
-                if state is not None and _another_live_file(state, root, location):
-                    skip(
-                        location,
-                        f"{entry.key} is already filed in wing {wing!r} from "
-                        f"{state.location}, which is still there; mine this folder into "
-                        "another wing (--wing) so that neither replaces the other",
-                    )
-                    continue
                 if (
                     state is not None
                     and state.mtime == entry.mtime
@@ -441,16 +432,3 @@ class Miner:
         for skipped in report.skipped:
             log.info("skipped %s: %s", skipped.location, skipped.reason)
         return report
-
-
-def _another_live_file(state: SourceState, root: str, location: str) -> bool:
-    """Whether the source recorded under this key came from another root and its file is
-    still there (not the same file reached by another path): then this entry is another
-    file with the same key, which must not replace it. A recorded file that is gone was
-    moved, and its new place takes over its key."""
-    if state.root == root or state.location == location:
-        return False
-    try:
-        return os.path.exists(state.location) and not os.path.samefile(state.location, location)
-    except (OSError, ValueError):
-        return False

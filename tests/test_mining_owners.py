@@ -336,37 +336,3 @@ def test_source_keys_round_trip() -> None:
     assert source_key("a.md", "") == "a.md"
     assert source_key("a.md", "alice") != source_key("a.md", "bob")
     assert source_key("5:alicea.md", None) != source_key("a.md", "alice")
-
-
-@pytest.mark.parametrize("user_id", [None, "alice"])
-def test_two_folders_with_the_same_paths_in_one_wing_never_replace_each_other(
-    open_palace: Callable[..., Palace], tmp_path: Path, user_id: str | None
-) -> None:
-    """Two live files with the same relative path, mined from two folders into one wing
-    for one owner: the second is skipped with a note naming the first, which keeps its
-    drawers. A recorded file that is gone was moved: its new place takes its key over."""
-    palace = open_palace(tmp_path / "palace", backend="sqlite")
-    first, second = write_tree(tmp_path / "work"), write_tree(tmp_path / "home")
-    (second / "alpha" / "one.md").write_text("# One\n\nThe blue heron fishes at dawn.\n")
-    palace.mine(first, wing=WING, user_id=user_id)
-    kept = owned(palace, user_id)
-    report = palace.mine(second, wing=WING, user_id=user_id)
-    assert owned(palace, user_id) == kept  # nothing of the first folder replaced
-    assert any("heron" not in text for text in kept.values())
-    assert report.mined == 0
-    assert {Path(s.location).name for s in report.skipped} == {"one.md", "two.md", "three.md"}
-    reason = next(s.reason for s in report.skipped if s.location.endswith("one.md"))
-    assert "already filed in wing 'notes' from" in reason
-    assert "--wing" in reason
-    assert str(first / "alpha" / "one.md") in reason
-    # The same folder again is no conflict; nor is the second once the first moved away.
-    assert palace.mine(first, wing=WING, user_id=user_id).skipped == []
-    shutil.rmtree(first)
-    moved = palace.mine(second, wing=WING, user_id=user_id)
-    assert moved.skipped == []
-    assert (moved.mined, moved.unchanged) == (1, 2)  # two files' text is the same
-    states = palace.ledger.source_states(WING).values()
-    assert {Path(s.root) for s in states} == {second.resolve()}
-    texts = owned(palace, user_id).values()
-    assert any("heron" in text for text in texts)
-    assert not any("harbour lantern" in text for text in texts)
