@@ -7,8 +7,8 @@ overlap, and that nothing else changes: the same palace as a mine without it, on
 transaction per batch, errors of either step raised to the caller with what was filed
 before kept, no thread left behind, memories extracted under the writer lock.
 
-``Palace`` offers the two steps itself (``Palace._embed_sources``); on a palace class
-without them the fixture ``ahead`` installs the same two steps written here. The
+``Palace`` offers the two steps itself (``Palace._embed_sources``); the baseline mine
+without embedding ahead is ``_PlainMiner``. The
 real ``Palace`` API and SQLite ledger throughout, the exact ``sqlite`` backend and Chroma;
 the FAKE deterministic embedder stands in for the model (the vectors do not matter here,
 the order of calls and threads does).
@@ -19,7 +19,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,59 +27,24 @@ import pytest
 import palace_retrievers.palace as palace_module
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Vectors
-from palace_retrievers.ledger import SourceState
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.mining import Miner, StorageFullError
-from palace_retrievers.records import Drawer
 
 WING = "tree"
 CONFIG = {"mining": {"batch_size": 8}}  # a few drawers per file: several batches
 NO_MEMORIES = {**CONFIG, "memory": {"extractor": ""}}
 
 
-def _embed_sources(palace: Palace, batch: list[tuple[SourceState, list[Drawer]]]) -> Any:
-    """The embedding step (any thread), as proposed for ``Palace._embed_sources``."""
-    drawers = [d for _, ds in batch for d in ds]
-    closets = palace._build_closets(drawers)
-    vectors = palace._embed([*(d.text for d in drawers), *(c.text for c in closets)])
-    return partial(_write_sources, palace, batch, drawers, closets, vectors)
+class _PlainMiner(Miner):
+    """A miner that files each batch as it embeds it (no embedding ahead): the baseline."""
 
-
-def _write_sources(
-    palace: Palace,
-    batch: list[tuple[SourceState, list[Drawer]]],
-    drawers: list[Drawer],
-    closets: Sequence[Any],
-    vectors: Vectors,
-) -> list[str]:
-    """The filing step (the writer's thread), as proposed for ``Palace._write_sources``."""
-    known: set[str] = set()
-    if palace.config.memory.extractor and drawers:
-        known = {d.id for d in palace.ledger.get_drawers([d.id for d in drawers])}
-    palace._claim_model()
-    removed = palace.ledger.file_sources(
-        batch,
-        vectors[: len(drawers)],
-        closets,
-        vectors[len(drawers) :],
-        model=palace.embedder.model_name,
-    )
-    palace._sync_index()
-    palace._extract_memories([d for d in drawers if d.id not in known])
-    return removed
-
-
-class _AheadMiner(Miner):
     def __init__(self, **kwargs: Any) -> None:
-        palace = kwargs["file_drawers"].__self__
-        super().__init__(**kwargs, embed_drawers=partial(_embed_sources, palace))
+        super().__init__(**{**kwargs, "embed_drawers": None})
 
 
 @pytest.fixture
 def ahead(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Mines embed ahead (the palace's own two steps once it has them)."""
-    if not hasattr(Palace, "_embed_sources"):
-        monkeypatch.setattr(palace_module, "Miner", _AheadMiner)
+    """Mines embed ahead (the palace's own two steps); no embedding thread is left."""
     yield
     assert not [t for t in threading.enumerate() if t.name.startswith("palace-embed")]
 
@@ -132,14 +96,13 @@ def test_embedding_ahead_leaves_the_same_palace(
     open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tree = tmp_path / "tree"  # one path for both: closets name their drawers' sources
-    plain = open_palace(tmp_path / "plain", backend="sqlite", config=CONFIG)
-    expected = _mine_twice(plain, write_tree(tree))
-    assert len(expected["drawers"]) > 2 * CONFIG["mining"]["batch_size"]
     with pytest.MonkeyPatch.context() as patch:
-        if not hasattr(Palace, "_embed_sources"):
-            patch.setattr(palace_module, "Miner", _AheadMiner)
-        pipelined = open_palace(tmp_path / "ahead", backend="sqlite", config=CONFIG)
-        assert _mine_twice(pipelined, write_tree(tree)) == expected
+        patch.setattr(palace_module, "Miner", _PlainMiner)
+        plain = open_palace(tmp_path / "plain", backend="sqlite", config=CONFIG)
+        expected = _mine_twice(plain, write_tree(tree))
+    assert len(expected["drawers"]) > 2 * CONFIG["mining"]["batch_size"]
+    pipelined = open_palace(tmp_path / "ahead", backend="sqlite", config=CONFIG)
+    assert _mine_twice(pipelined, write_tree(tree)) == expected
 
 
 def test_the_next_batch_embeds_while_the_one_before_is_filed(
