@@ -29,6 +29,7 @@ hands Chroma the filter as a ``where`` clause, applied inside the HNSW query.
 
 from __future__ import annotations
 
+import logging
 import math
 import sqlite3
 import threading
@@ -58,6 +59,8 @@ from palace_retrievers.index import (
 )
 from palace_retrievers.records import Filter
 
+log = logging.getLogger(__name__)
+
 DEFAULTS: dict[str, int] = {"ef_search": 200, "ef_construction": 200, "max_neighbors": 32}
 #: Nearest neighbours a query asks for unfiltered, at most, before it hands Chroma the
 #: filter; before that, a first probe of ``max(3k, 30)`` when only the owner is asked for
@@ -68,6 +71,11 @@ FIRST_PROBE = 30
 FIRST_PROBE_NARROW = 300
 #: Filters passing at most this many records are answered by an exact scan of them.
 EXACT_BELOW = 20_000
+#: What embedded Chroma says of a collection whose HNSW segment it has not loaded since
+#: another process wrote to it (:meth:`ChromaIndex._reload_segment`).
+UNLOADED = "Nothing found on disk"
+#: An id no record has (palace ids have no spaces), deleted to make Chroma load a segment.
+NO_SUCH_ID = "palace reload probe"
 #: The options that select and reach a Chroma server (none of them: embedded).
 SERVER_OPTIONS = {"url", "host", "port", "ssl", "headers", "tenant", "database", "namespace"}
 
@@ -393,11 +401,33 @@ class ChromaIndex(VectorIndex):
     def _nearest(
         self, query: npt.NDArray[np.float32], n: int, where: dict[str, Any] | None
     ) -> list[tuple[str, float]]:
-        result = self._collection.query(
-            query_embeddings=query, n_results=n, where=where, include=["distances"]
-        )
+        try:
+            result = self._collection.query(
+                query_embeddings=query, n_results=n, where=where, include=["distances"]
+            )
+        except Exception as exc:
+            if self._server or UNLOADED not in str(exc):
+                raise
+            self._reload_segment(exc)
+            result = self._collection.query(
+                query_embeddings=query, n_results=n, where=where, include=["distances"]
+            )
         distances = (result["distances"] or [[]])[0]
         return list(zip(result["ids"][0], (float(d) for d in distances), strict=True))
+
+    def _reload_segment(self, exc: Exception) -> None:
+        """Make embedded Chroma load this collection's HNSW segment again.
+
+        Chroma remembers, per process, a collection it looked at while it was empty (the
+        health check at open counts it); once another process has written to it, every
+        query fails with "Nothing found on disk" until this process writes to it. A new
+        handle does not help (Chroma shares its engine between the clients of a path,
+        and keeps it while any is open), a write does: deleting an id that no record
+        has, which changes nothing.
+        """
+        log.info("reloading the Chroma segment of %s after %s", self._name, exc)
+        self._collection = self._open_collection()
+        self._collection.delete(ids=[NO_SUCH_ID])
 
     def _fetch_fields(self, ids: Sequence[str]) -> list[tuple[str, Fields]]:
         got = self._collection.get(ids=list(ids), include=["metadatas"])
