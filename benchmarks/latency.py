@@ -154,7 +154,7 @@ def staged(palace: Palace) -> Iterator[Stages]:
     ledger: Any = palace.ledger
     stages.wrap(palace, "_embed_query", "embed query")
     stages.wrap(indexes, "query", "vector queries (drawers + closets)")
-    stages.wrap(pipeline, "_lexical", "full text (FTS)")
+    stages.wrap(pipeline, "lexical", "full text (FTS, beside the query embedding)")
     stages.wrap(pipeline, "_closet_boosts", "closets (incl. their vector query)")
     stages.wrap(pipeline, "_get_drawers", "drawers read")
     stages.wrap(pipeline, "_adjacent", "neighbour expansion")

@@ -10,6 +10,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -108,6 +109,8 @@ class Palace(PalaceMemories):
         # What searches ask of an owner, per ledger generation (see _owner_state).
         self._state_generation = -1
         self._owner_states: dict[tuple[str, str | None], bool] = {}
+        # The full-text stage of a search runs here while the query is embedded.
+        self._aside: ThreadPoolExecutor | None = None
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
         )
@@ -222,6 +225,9 @@ class Palace(PalaceMemories):
 
     def close(self) -> None:
         """Close the indexes and the ledger."""
+        if self._aside is not None:
+            self._aside.shutdown(wait=True)
+            self._aside = None
         self.indexes.close()
         self.ledger.close()
 
@@ -720,9 +726,12 @@ class Palace(PalaceMemories):
             until=utc(until) if until is not None else None,
         )
         check_query(query, k, max_chars=self.config.search.max_query_chars)
+        lexical = self._lexical_aside(query, where)
         vector = self._embed_query(query)
         signals = self._graph_signals(query, where)
-        hits = self._pipeline.run(query, k=k, where=where, vector=vector, signals=signals)
+        hits = self._pipeline.run(
+            query, k=k, where=where, vector=vector, signals=signals, lexical=lexical.result()
+        )
         if not memories or not self._wants_memories(where):
             return hits
         now = datetime.now(UTC)
@@ -734,6 +743,19 @@ class Palace(PalaceMemories):
         hits = merge(hits, self._recall.hits(candidates, best=best, now=now), k)
         self._touch_memories(hits, now)
         return self._recall.with_history(hits) if include_history else hits
+
+    def _lexical_aside(self, query: str, where: Filter) -> Future[list[str]]:
+        """The full-text candidates, asked in a thread of their own while the query is
+        embedded: both spend their time outside the GIL (SQLite's FTS5 and the model), so
+        on two cores a search waits for the slower of the two, not for their sum. On one
+        core they are asked here and now."""
+        if (os.cpu_count() or 1) < 2:
+            done: Future[list[str]] = Future()
+            done.set_result(self._pipeline.lexical(query, where))
+            return done
+        if self._aside is None:
+            self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palace-fts")
+        return self._aside.submit(self._pipeline.lexical, query, where)
 
     def _owner_state(self, key: tuple[str, str | None], read: Callable[[], bool]) -> bool:
         """``read()``, remembered until the ledger changes (its generation moves, in

@@ -162,7 +162,13 @@ class SearchPipeline:
 
     # -- stages -------------------------------------------------------------------------
 
-    def _lexical(self, query: str, where: Filter) -> list[str]:
+    def lexical(self, query: str, where: Filter) -> list[str]:
+        """The full-text candidates for ``query`` (drawer ids, best first).
+
+        Needs no query vector, so a caller may run it while the query is embedded and
+        hand the result to :meth:`run`. A failing full-text index is logged and gives no
+        candidates (a signal, not a gate).
+        """
         words = list(dict.fromkeys(terms(query, stemming=False)))[:MAX_QUERY_TERMS]
         if not self._config.lexical or not words:
             return []
@@ -497,6 +503,7 @@ class SearchPipeline:
         where: Filter,
         vector: npt.NDArray[np.float32] | None = None,
         signals: Mapping[str, float] | None = None,
+        lexical: Sequence[str] | None = None,
     ) -> list[Hit]:
         """The ``k`` best hits for ``query`` among the drawers that pass ``where``.
 
@@ -508,6 +515,8 @@ class SearchPipeline:
             signals: Extra boosts per drawer id from outside the pipeline (the knowledge
                 graph's); such a drawer joins the candidates and its boost is added to
                 its score (``scores["graph"]``). A boost only raises.
+            lexical: The full-text candidates, when the caller has asked :meth:`lexical`
+                already (with the same query and filter).
         """
         check_query(query, k, max_chars=self._config.max_query_chars)
         if vector is None:
@@ -517,7 +526,7 @@ class SearchPipeline:
         matches = self._indexes.query("drawers", vector=vector, k=self.candidates(k), where=where)
         query_terms = list(dict.fromkeys(self._terms(query)))[:MAX_QUERY_TERMS]
         boosts = self._closet_boosts(vector, set(query_terms), where)
-        lexical = self._lexical(query, where)
+        lexical = list(lexical) if lexical is not None else self.lexical(query, where)
         ids = list(dict.fromkeys([m.id for m in matches] + lexical + list(boosts) + list(signals)))
         drawers = [d for d in self._get_drawers(ids) if where.matches(d)]
         expand = self._config.expand_neighbours
