@@ -13,6 +13,7 @@ status or a filter field changes (only ``active`` memories are index entries), w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -32,7 +33,11 @@ if TYPE_CHECKING:
 
     Connection = psycopg.Connection[Any]
 
+log = logging.getLogger(__name__)
+
 _COLUMNS = memory_rows.MEMORY_COLUMNS
+#: How long counting a memory access waits for a table lock (row locks: not at all).
+TOUCH_LOCK_TIMEOUT = "100ms"
 _WRITTEN = f"{_COLUMNS}, ts, embedding, embedding_model, words, grams"
 #: Tables holding owned records, with the key :meth:`forget_user` counts them under.
 _OWNED = (
@@ -74,6 +79,8 @@ class PostgresMemoryStore(MemoryStore):
         def _write(self, *, bump: bool = True) -> AbstractContextManager[Connection]: ...
 
         def _read(self, statement: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+        def _connection(self) -> AbstractContextManager[Connection]: ...
 
         def _ranked(
             self, table: str, query: str, condition: str, params: list[Any], limit: int
@@ -132,14 +139,27 @@ class PostgresMemoryStore(MemoryStore):
             self._append_events(conn, events)
 
     def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
+        """Count the accesses, unless that means waiting: a search calls this, and a
+        search does not wait behind another write for a counter. So neither the
+        palace's advisory lock (which no reader or counter needs) nor a row another
+        transaction has locked is waited for: such a memory is not counted this time.
+        A table lock (a migration) is waited for :data:`TOUCH_LOCK_TIMEOUT` at most."""
         if not ids:
             return
-        with self._write(bump=False) as conn:
-            conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed = %s "
-                "WHERE id = ANY(%s)",
-                (at, list(set(ids))),
-            )
+        from psycopg import errors
+
+        with self._connection() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL lock_timeout = '{TOUCH_LOCK_TIMEOUT}'")
+                    conn.execute(
+                        "UPDATE memories SET access_count = access_count + 1, "
+                        "last_accessed = %s WHERE id IN (SELECT id FROM memories "
+                        "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED)",
+                        (at, list(set(ids))),
+                    )
+            except errors.LockNotAvailable as exc:
+                log.debug("memory accesses not counted: the ledger is busy (%s)", exc)
 
     def delete_memories(self, ids: Sequence[str], *, events: Sequence[MemoryEvent] = ()) -> int:
         with self._write() as conn:

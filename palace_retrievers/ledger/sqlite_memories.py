@@ -14,8 +14,10 @@ access counters, which no trigger watches.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -37,10 +39,20 @@ _BATCH = 500
 _EVENT_WRITTEN = memory_rows.EVENT_COLUMNS.removeprefix("seq, ")
 _owner = memory_rows.owner
 
+log = logging.getLogger(__name__)
+
 
 def stamp(value: datetime) -> str:
     """A fixed-width ISO-8601 string in UTC (``2026-03-01T09:00:00.000000+00:00``)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite gave up because another connection holds a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _when(value: str | None) -> datetime | None:
@@ -72,6 +84,9 @@ class SQLiteMemoryStore(MemoryStore):
         def _write(self, *, bump: bool = True) -> AbstractContextManager[sqlite3.Connection]: ...
 
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+        _db: sqlite3.Connection
+        _lock: threading.RLock
 
     # -- writing ------------------------------------------------------------------------
 
@@ -112,14 +127,31 @@ class SQLiteMemoryStore(MemoryStore):
             self._append_events(db, events)
 
     def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
-        if not ids:
+        """Count the accesses, unless that means waiting: a search calls this, and a
+        search does not wait behind another thread's or process's write transaction
+        (SQLite's busy timeout) for a counter. Skipped (logged at debug) when busy."""
+        if not ids or not self._lock.acquire(blocking=False):
+            if ids:
+                log.debug("memory accesses not counted: another thread is writing")
             return
-        with self._write(bump=False) as db:
-            db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed = ? "
-                "WHERE id = ?",
-                [(stamp(at), i) for i in dict.fromkeys(ids)],
-            )
+        try:
+            waits = self._db.execute("PRAGMA busy_timeout").fetchone()[0]
+            self._db.execute("PRAGMA busy_timeout = 0")
+            try:
+                with self._write(bump=False) as db:
+                    db.executemany(
+                        "UPDATE memories SET access_count = access_count + 1, "
+                        "last_accessed = ? WHERE id = ?",
+                        [(stamp(at), i) for i in dict.fromkeys(ids)],
+                    )
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                log.debug("memory accesses not counted: the ledger is busy (%s)", exc)
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout = {int(waits)}")
+        finally:
+            self._lock.release()
 
     def delete_memories(self, ids: Sequence[str], *, events: Sequence[MemoryEvent] = ()) -> int:
         deleted = 0
