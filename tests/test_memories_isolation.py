@@ -14,6 +14,7 @@ import pytest
 
 from palace_retrievers import Palace
 from palace_retrievers.errors import MemoryNotFoundError
+from palace_retrievers.ids import split_source_key
 from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.records import Filter
 
@@ -97,6 +98,7 @@ def _fill(palace: Palace, user: str, corpus: Path) -> None:
         "The orders database moved to PostgreSQL in March.\n",
         encoding="utf-8",
     )
+    (corpus / "empty.md").write_text("", encoding="utf-8")  # a source with no drawers
     # One wing per user: two users mining the same relative path into one wing share
     # a source key (a known limitation of the sources table, reported).
     palace.mine(corpus, wing=f"notes-{user}", user_id=user)
@@ -121,7 +123,7 @@ def test_forget_deletes_everything_of_the_user_and_nothing_else(
     before_u1 = palace.ledger.user_rows("u1")
     before_u2 = palace.ledger.user_rows("u2")
     assert all(before_u1[t] > 0 for t in before_u1), before_u1
-    assert palace.ledger.stats().sources == 2
+    assert palace.ledger.stats().sources == 4  # notes.md and empty.md of each user
 
     report = palace.forget(user_id="u1")
 
@@ -133,12 +135,15 @@ def test_forget_deletes_everything_of_the_user_and_nothing_else(
     assert report.triples == before_u1["triples"] >= 2
     assert report.entities == before_u1["entities"]
     assert report.closets == before_u1["closets"]
-    assert report.sources == 1
+    assert report.sources == 2  # the empty one too, though it has no drawers
     assert report.vectors > 0
     # Every table that holds owned records: nothing of u1; u2 untouched.
     assert set(palace.ledger.user_rows("u1").values()) == {0}
     assert palace.ledger.user_rows("u2") == before_u2
-    assert palace.ledger.stats().sources == 1
+    assert palace.ledger.stats().sources == 2
+    with sqlite3.connect(palace.path / "ledger.sqlite3") as db:
+        keys = [key for (key,) in db.execute("SELECT source_key FROM sources")]
+    assert {split_source_key(key)[0] for key in keys} == {"u2"}
     # The full-text indexes and the journal, read directly.
     with sqlite3.connect(palace.path / "ledger.sqlite3") as db:
         for table in ("drawers_fts", "drawers_trigram", "memories_fts", "memories_trigram"):

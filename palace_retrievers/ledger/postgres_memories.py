@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ids import source_key
 from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
@@ -353,6 +354,15 @@ class PostgresMemoryStore(MemoryStore):
                     "WHERE s.wing = g.wing AND s.source_key = g.key",
                     ([w for w, _ in sources], [k for _, k in sources]),
                 ).rowcount
+            # And the user's own sources with no drawers left (an empty file, one whose
+            # drawers were deleted): their recorded keys name the user.
+            prefix = source_key("", user_id)
+            counts["sources"] += conn.execute(
+                "DELETE FROM sources s WHERE left(s.source_key, %s) = %s AND NOT EXISTS "
+                "(SELECT 1 FROM drawers d WHERE d.wing = s.wing "
+                "AND d.source_key = s.source_key)",
+                (len(prefix), prefix),
+            ).rowcount
             orphans = conn.execute(
                 "DELETE FROM closets c WHERE NOT EXISTS "
                 "(SELECT 1 FROM closet_drawers l WHERE l.closet_id = c.id)"

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ids import source_key
 from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
 from palace_retrievers.memories import Memory, MemoryEvent
@@ -375,6 +376,15 @@ class SQLiteMemoryStore(MemoryStore):
                 ).rowcount
                 for wing, key in sources
             )
+            # And the user's own sources with no drawers left (an empty file, one whose
+            # drawers were deleted): their recorded keys name the user.
+            prefix = source_key("", user_id)
+            counts["sources"] += db.execute(
+                "DELETE FROM sources WHERE substr(source_key, 1, ?) = ? AND NOT EXISTS "
+                "(SELECT 1 FROM drawers d WHERE d.wing = sources.wing "
+                "AND d.source_key = sources.source_key)",
+                (len(prefix), prefix),
+            ).rowcount
             orphans = db.execute(
                 "SELECT id FROM closets c WHERE NOT EXISTS "
                 "(SELECT 1 FROM closet_drawers l WHERE l.closet_id = c.id)"
