@@ -25,7 +25,12 @@ structure first, in this order:
    similarity reaches ``supersede_threshold``.
 4. **Similarity** — otherwise, a similarity at or above ``duplicate_threshold`` with the
    same times, dates and numbers, the same polarity and mostly the same words is a
-   *duplicate*; anything else is *new*.
+   *duplicate*.
+5. **Paraphrase** — what the steps above call *new* is read once more as life slots
+   named in any structure (:mod:`palace_retrievers.paraphrase`: "I report to Susan" /
+   "My new manager is David", "I take the bus to work" / "I cycle to work", "我月薪两万" /
+   "我涨薪了，现在每月两万五"), and a new text that ends the old value ("Sold the Civic,
+   ...", "王总调走了") is an update. Anything else is *new*.
 
 No model is called: the caller passes the similarity it already has (the cosine of the
 two embeddings). Both functions are pure; a comparison takes about a millisecond, less
@@ -40,6 +45,7 @@ from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from palace_retrievers import paraphrase
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.slots import Statement, parse_tokens, same_slot, slot_of
 from palace_retrievers.terms import CHINESE_STOP_CHARS, ENGLISH_STOP_WORDS
@@ -374,6 +380,23 @@ def compare(
     'duplicate'
     """
     _check(similarity, duplicate_threshold, supersede_threshold)
+    match = _structural(old_text, new_text, similarity, duplicate_threshold, supersede_threshold)
+    if match.verdict != "new":
+        return match
+    judged = paraphrase.judge(old_text, new_text)
+    if judged is None or judged.verdict == "new":
+        return match
+    return Match(judged.verdict, judged.reason, judged.old_value, judged.new_value)
+
+
+def _structural(
+    old_text: str,
+    new_text: str,
+    similarity: float,
+    duplicate_threshold: float,
+    supersede_threshold: float,
+) -> Match:
+    """Steps 1 to 4 of the module docstring."""
     (old_text, old), (new_text, new) = read(old_text), read(new_text)
     a, b = parse_tokens(old, old_text), parse_tokens(new, new_text)
     if a is not None and b is not None:

@@ -1,0 +1,544 @@
+"""Paraphrase: two memories that set one life slot in different structures.
+
+The structural matcher (:mod:`palace_retrievers.memory_match`) aligns two texts token
+by token, so it needs them built alike. People restate a fact in other structures:
+"I report to Susan Lee" / "My new manager is David Chen", "I take the bus to work" / "I
+cycle to work these days", "我的直属领导是王总" / "现在我向李经理汇报". This module reads
+each text as *frames*: the slots of :mod:`palace_retrievers.life_slots` its words name
+(whatever the structure), each with the values of the slot's kind found in the text
+(capitalised names, amounts, times of day, one of a closed set of options...). Two texts
+with a frame of one slot, both about the speaker, then compare by value:
+
+- the same values: a **duplicate** ("I get to work by bus" / "I take the bus to work");
+- no value in common, on a slot that holds one value at a time: an **update**;
+- anything in between (some values shared) decides nothing.
+
+Independently of slots, a new text that *ends* a value of the old one ("Sold the
+Civic, ...", "I gave up tennis", "We replaced Jenkins with ...", "我把卡罗拉卖了",
+"王总调走了") is an update of it.
+
+Precision first: a text about someone else ("my wife is vegetarian", "我妈的手机号是…",
+"Susan Lee reports to the VP") has no frame of the speaker; slots with a qualifier
+(a work or a personal e-mail, a monthly or a yearly salary) compare only when the
+qualifiers agree; and when nothing decides, :func:`judge` answers ``None``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from palace_retrievers.life_slots import (
+    CONCEPTS,
+    FAVOURITE_EN,
+    FAVOURITE_NOUNS,
+    FAVOURITE_ZH,
+    Concept,
+)
+from palace_retrievers.terms import ENGLISH_STOP_WORDS
+from palace_retrievers.wording import (
+    FILLERS,
+    TYPED,
+    Token,
+    lemma,
+    normalize,
+    read,
+    words,
+    zh_number,
+)
+
+__all__ = ["Frame", "Judgement", "frames", "judge"]
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_KIN_EN = re.compile(
+    r"\b(?:my|our|his|her|their)(?: \w+)? (?:wife|husband|partner|boyfriend|girlfriend|"
+    r"brother|sister|mom|mum|mother|dad|father|parents|son|daughter|kids?|children|friend|"
+    r"roommate|flatmate|neighbou?r|colleague|cousin|aunt|uncle|grandma|grandpa|grandmother|"
+    r"grandfather|sibling|fianc[ée]e?)s?\b|^(?:he|she)\b|\b(?:his|her|their)\b"
+)
+_KIN_ZH = re.compile(
+    "老婆|老公|妻子|丈夫|太太|媳妇|妈妈|我妈|爸爸|我爸|父母|爸妈|儿子|女儿|哥哥|姐姐|弟弟|妹妹|"
+    "朋友|同事|室友|邻居|孩子|爷爷|奶奶|外公|外婆|^[他她]"
+)
+_SELF = re.compile(r"\b(?:i|we|my|our|me|us|i'm|we're|i've|we've)\b")
+_PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it", "be"})
+_TITLES = frozenset({"dr", "mr", "mrs", "ms", "prof", "dr.", "mr.", "mrs.", "ms.", "sir"})
+#: Which one of several of a kind: a strict slot compares only when these agree.
+_KIND_QUALIFIERS = (
+    ("work", r"\bwork\b|\boffice\b|\bbusiness\b|工作|公司|办公"),
+    ("personal", r"\bpersonal\b|\bprivate\b|\bhome\b|私人|个人|家里"),
+    ("school", r"\bschool\b|\buniversity\b|学校"),
+    ("backup", r"\bbackup\b|\bsecond\b|备用"),
+)
+#: How often: two that clash part any slot (a monthly and a yearly salary).
+_PERIODS = (
+    ("week", r"\bweekly\b|\bevery week\b|\ba week\b|每周|每个?星期"),
+    ("month", r"\bmonth(?:ly)?\b|\ba month\b|月"),
+    ("year", r"\byear(?:ly)?\b|\bannual(?:ly)?\b|\ba year\b|年"),
+)
+#: Kinds whose values are themselves times, dates or numbers.
+_TYPED_KINDS = frozenset({"amount", "count", "digits", "time", "when"})
+_ZH_NOISE = re.compile(
+    "我们|咱们|你们|他们|她们|我|你|他|她|的|了|是|在|把|被|给|向|跟|和|也|都|还|就|才|又|再|"
+    "换成|改成|改为|变成|换了|改用|换|改|用|新的|一辆|一部|一台|一个|一家|一位|"
+    "现在|最近|已经|全部|每天|每周|每个月|每月|上个月|这个月|去年|今年|上周|这周|直接|直属|"
+    "一直|目前|一般|平时|通常|[a-z]{3}(?= |$)|\\d+|\\s"
+)
+_ZH_PERSON = re.compile(
+    "[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏"
+    "魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵"
+    "钱严覃武戴莫孔汤](?:总|经理|老师|医生|教授|主任|老板|主管|组长|工)"
+)
+_ZH_AMOUNT = re.compile(
+    r"(\d+(?:\.\d+)?|[一二两三四五六七八九十]+)\s*(万|千)([一二三四五六七八九])?(?![个月年天次])"
+)
+_EN_END = re.compile(
+    r"\b(?:sold|sell(?:ing)?|gave up|give up|giving up|quit|dropped|stopped(?: using)?|left|"
+    r"replaced|swapped(?: out)?|ditched|cancell?ed|moved out of|moved away from|moved from|"
+    r"switched (?:away )?from|changed from|got rid of|traded in|broke up with)\s+"
+    r"(?:(?:my|our|the|a|an)\s+)?(?P<o>[^,.;!?]{1,40})"
+)
+_ZH_END = re.compile(
+    "把(?P<o>[^，,。把]{1,8}?)(?:卖|换掉|退|取消|停|辞)"
+    "|(?P<o2>[^，,。]{1,6}?)(?:调走|离职|辞职|卖了|卖掉|退了|取消了|不干)"
+    "|(?:不再|辞掉|离开|退掉|放弃|戒了|取消|卖了|卖掉|不用)(?P<o3>[^，,。]{1,8})"
+)
+#: Words too common to be the value an end cue names ("I left work early").
+_GENERIC = frozenset(
+    words(
+        "work job home day week weekend weekends morning evening night time early late office "
+        "team today yesterday it that this one thing"
+    )
+)
+_STOP = ENGLISH_STOP_WORDS | FILLERS | {"be", "is", "new", "now", "lately", "recently"}
+_CHANGE = frozenset(
+    lemma(w)
+    for w in words(
+        "switched switch changed change moved move upgraded upgrade replaced replace swapped "
+        "got get started start dropped gave give up sold since instead went up down raised "
+        "these days"
+    )
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One slot a text names, and the values of the slot's kind it holds.
+
+    Attributes:
+        concept: The slot (:attr:`~palace_retrievers.life_slots.Concept.name`).
+        single: The slot holds one value at a time.
+        values: Each value as its atoms (words, bigrams, numbers); two values are one when
+            they share an atom.
+        shown: The values as written, for the verdict's reason.
+    """
+
+    concept: str
+    single: bool
+    values: tuple[frozenset[str], ...]
+    shown: str
+    kind: str = "name"
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What :func:`judge` found: a verdict, why, and the values it rests on."""
+
+    verdict: str
+    reason: str
+    old_value: str | None = None
+    new_value: str | None = None
+    concept: str | None = None
+
+
+@dataclass(frozen=True)
+class _Text:
+    raw: str  # NFKC text as written
+    prepared: str  # wording's prepared text (token offsets point here)
+    low: str
+    toks: tuple[Token, ...]
+    cjk: bool
+    other: bool  # about someone else
+    negated: bool
+    typed: tuple[str, ...]  # the times, dates and numbers, sorted
+
+
+def _text(text: str) -> _Text:
+    prepared, toks = read(text)
+    raw = normalize(text)
+    cjk = bool(_CJK.search(prepared))
+    if cjk:  # fillers taken out leave spaces: "我换了一辆" reads "我换 一辆"
+        prepared = re.sub(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])", "", prepared)
+    low = prepared.lower()
+    other = bool(_KIN_ZH.search(raw)) if cjk else bool(_KIN_EN.search(low))
+    negated = any(tok.kind == "neg" for tok in toks)
+    typed = tuple(sorted(re.sub(r"\W", "", tok.key) for tok in toks if tok.kind in TYPED))
+    return _Text(raw, prepared, low, tuple(toks), cjk, other, negated, typed)
+
+
+# -- values -------------------------------------------------------------------------------
+
+
+def _proper_runs(t: _Text) -> list[tuple[str, ...]]:
+    """Capitalised words (and a number next to one: ``iPhone 12``, ``2015 Honda Civic``)."""
+    toks = t.toks
+    flags: list[bool] = []
+    for i, tok in enumerate(toks):
+        surface = t.prepared[tok.start : tok.end]
+        if tok.kind in ("time", "date") or tok.key in _PRONOUNS or tok.word in _PRONOUNS:
+            flags.append(False)  # "We're": a pronoun, even with a capital
+            continue
+        if surface.lower().rstrip(".") in _TITLES:
+            flags.append(False)
+            continue
+        capital = surface[:1].isupper() or any(c.isupper() for c in surface[1:])
+        before = t.prepared[: tok.start].rstrip()
+        after_title = (
+            i > 0 and t.prepared[toks[i - 1].start : toks[i - 1].end].lower().rstrip(".") in _TITLES
+        )
+        first = not before or (before.endswith((".", "!", "?", ":")) and not after_title)
+        if capital and first and not any(c.isupper() for c in surface[1:]):
+            later = [x for x in toks[i + 1 :] if x.start >= tok.end]
+            nxt = t.prepared[later[0].start : later[0].end] if later else ""
+            capital = (
+                nxt[:1].isupper()
+                or nxt.lower() in ("is", "was", "'s")
+                or (nxt.endswith("ed") and not surface.lower().endswith(("ed", "s")))
+            )
+        flags.append(capital and tok.kind != "num")
+    runs: list[tuple[str, ...]] = []
+    current: list[str] = []
+    for i, tok in enumerate(toks):
+        is_num = tok.kind == "num"
+        near = (i > 0 and flags[i - 1]) or (i + 1 < len(toks) and flags[i + 1])
+        if flags[i] or (is_num and near):
+            word = t.prepared[tok.start : tok.end].lower()
+            current.append(word[:-2] if word.endswith("'s") else word)
+            continue
+        if current:
+            runs.append(tuple(current))
+            current = []
+    if current:
+        runs.append(tuple(current))
+    return [r for r in runs if not all(w.isdigit() for w in r)]
+
+
+def _zh_residual(t: _Text, match: re.Match[str]) -> list[str]:
+    """Chinese words left in the cue's clause once the cue and function words are out."""
+    clauses = [(m.start(), m.end()) for m in re.finditer(r"[^，,。；;！!？?、]+", t.prepared)]
+    start, end = next(((a, b) for a, b in clauses if a <= match.start() < b), (0, len(t.prepared)))
+    clause = t.prepared[start : match.start()] + " " + t.prepared[match.end() : end]
+    latin = [
+        w.lower()
+        for w in re.findall(r"[A-Za-z][A-Za-z0-9.+#-]*", clause)
+        if w.lower() not in ("i", "we", "mon", "tue", "wed", "thu", "fri", "sat", "sun", "cny")
+    ]
+    if latin:
+        return latin
+    return _zh_words(clause)
+
+
+def _zh_words(text: str) -> list[str]:
+    """Runs of two or more Chinese characters once function words are out."""
+    return [run for run in _ZH_NOISE.sub(" ", text).split() if len(_CJK.findall(run)) >= 2]
+
+
+def _atoms(value: str) -> frozenset[str]:
+    """A value's parts: Chinese bigrams, or words (one value is another when its parts are
+    a subset: ``Civic`` is ``2015 Honda Civic``, ``西湖区`` is ``杭州西湖区``)."""
+    if _CJK.search(value):
+        return frozenset(value[i : i + 2] for i in range(len(value) - 1)) or frozenset({value})
+    return frozenset(value.split())
+
+
+def _times(t: _Text, *, days: bool) -> list[str]:
+    out: list[str] = []
+    for i, tok in enumerate(t.toks):
+        if tok.kind == "time":
+            hour, minute = (int(p) for p in tok.key.split(":"))
+            out.append(f"{hour % 12}:{minute:02d}")
+        elif tok.kind == "date" and days:
+            out.append(tok.key)
+        elif (
+            tok.kind == "num"
+            and tok.key.isdigit()
+            and int(tok.key) <= 12
+            and i > 0
+            and t.toks[i - 1].word in ("at", "around", "by", "until", "before", "after", "about")
+        ):
+            out.append(f"{int(tok.key) % 12}:00")  # "to sleep at 10": an hour
+    return out
+
+
+def _amounts(t: _Text) -> list[str]:
+    out: list[str] = []
+    if t.cjk:
+        for m in _ZH_AMOUNT.finditer(t.raw):
+            number = m.group(1)
+            base = float(number) if number[0].isdigit() else zh_number(number)
+            if base is None:
+                continue
+            unit = 10000 if m.group(2) == "万" else 1000
+            tail = zh_number(m.group(3)) if m.group(3) else 0
+            out.append(f"{base * unit + (tail or 0) * unit / 10:g}")
+        if out:
+            return out
+    for tok in t.toks:
+        surface = t.prepared[tok.start : tok.end].lower()
+        if tok.kind == "num" and not re.search(r"\d(?:st|nd|rd|th)$", surface):
+            try:
+                value = float(tok.key)
+            except ValueError:
+                continue
+            if value >= 10:
+                out.append(f"{value:g}")
+    return out
+
+
+def _modes(t: _Text, concept: Concept) -> list[str]:
+    text = t.prepared if t.cjk else t.low
+    taken: list[tuple[int, int]] = []
+    out: list[str] = []
+    for pattern, option in concept.modes:
+        for m in pattern.finditer(text):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            taken.append(m.span())
+            negated = re.search(
+                r"(?:\bnot|n't|\bno longer|\bnever|不|没)\W{0,2}\w*\W?$", text[: m.start()]
+            )
+            out.append(("not:" if negated else "") + option)
+    return out
+
+
+def _rest(t: _Text, concept: Concept, match: re.Match[str]) -> list[str]:
+    if t.cjk:
+        return _zh_residual(t, match)
+    noise = {lemma(w) for w in concept.noise} | concept.noise
+    return [
+        tok.key
+        for tok in t.toks
+        if tok.kind == "word"
+        and tok.word not in _STOP
+        and tok.key not in noise
+        and tok.word not in noise
+        and tok.key not in _CHANGE
+        and tok.key not in ("i", "we", "you", "he", "she", "they")
+    ]
+
+
+def _values(t: _Text, concept: Concept, match: re.Match[str]) -> list[str]:
+    kind = concept.kind
+    if kind == "email":
+        return re.findall(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", t.raw.lower())
+    if kind == "digits":
+        digits = (re.sub(r"\D", "", tok.key) for tok in t.toks if tok.kind == "num")
+        return [d for d in digits if len(d) >= 6]
+    if kind == "amount":
+        return _amounts(t)
+    if kind == "count":
+        return [tok.key for tok in t.toks if tok.kind == "num"]
+    if kind in ("time", "when"):
+        return _times(t, days=kind == "when")
+    if kind == "mode":
+        return _modes(t, concept)
+    if kind == "words":
+        return _rest(t, concept, match)
+    if t.cjk:
+        if kind == "person":
+            return _ZH_PERSON.findall(t.prepared)
+        groups = [v for k, v in match.groupdict().items() if v and k in ("v", "v2", "v3")]
+        if groups:
+            latin = re.findall(r"[A-Za-z][A-Za-z0-9.+#-]*", groups[0])
+            return [w.lower() for w in latin] or _zh_words(groups[0])
+        return _zh_residual(t, match)
+    return [" ".join(run) for run in _proper_runs(t)]
+
+
+# -- frames -------------------------------------------------------------------------------
+
+
+def _owner_elsewhere(t: _Text, concept: Concept, match: re.Match[str]) -> bool:
+    """The cue's verb has a subject other than the speaker ("Susan Lee reports to ...")."""
+    if t.cjk or not concept.verb or re.match(r"(?:my|our)\b", match.group(0)):
+        return False
+    before = t.low[: match.start()]
+    if not before.strip() or _SELF.search(before):
+        return False
+    return any(c.isupper() for c in t.prepared[: match.start()])
+
+
+def _favourite(t: _Text) -> tuple[str, re.Match[str]] | None:
+    pattern = FAVOURITE_ZH if t.cjk else FAVOURITE_EN
+    match = pattern.search(t.prepared if t.cjk else t.low)
+    if match is None:
+        return None
+    noun = next((g for g in (match.groupdict().get(k) for k in ("n", "n2", "verb")) if g), None)
+    folded = FAVOURITE_NOUNS.get(noun or "")
+    return (f"favourite:{folded}", match) if folded else None
+
+
+def frames(text: str) -> dict[str, Frame]:
+    """The life slots ``text`` names about the speaker, with the values found for each.
+
+    >>> sorted(frames("I take the bus to work"))
+    ['commute']
+    >>> frames("My wife is vegetarian")
+    {}
+    """
+    t = _text(text)
+    if t.other:
+        return {}
+    found: list[tuple[Concept, re.Match[str]]] = []
+    for concept in CONCEPTS:
+        pattern = concept.zh if t.cjk else concept.en
+        match = pattern.search(t.prepared if t.cjk else t.low) if pattern else None
+        if match is None or _owner_elsewhere(t, concept, match):
+            continue
+        if concept.unless is not None and concept.unless.search(t.prepared if t.cjk else t.low):
+            continue
+        found.append((concept, match))
+    favourite = _favourite(t)
+    if favourite is not None:
+        found.append((Concept(favourite[0], "name"), favourite[1]))
+    out: dict[str, Frame] = {}
+    for concept, match in found:
+        values = _values(t, concept, match)
+        if concept.name.startswith("favourite:") and not values:
+            values = _rest(t, Concept(concept.name, "words", noise=frozenset(
+                words("favourite favorite fave best most like love enjoy prefer food band")
+            )), match)  # fmt: skip
+        values = [v for v in values if v]
+        if values:
+            out[concept.name] = Frame(
+                concept.name,
+                concept.single,
+                tuple(_atoms(v) for v in values),
+                ", ".join(values),
+                concept.kind,
+                concept.strict,
+            )
+    return out
+
+
+def _qualifiers(t: _Text, table: tuple[tuple[str, str], ...]) -> set[str]:
+    text = t.prepared if t.cjk else t.low
+    return {name for name, pattern in table if re.search(pattern, text)}
+
+
+def _apart(old: _Text, new: _Text, frame: Frame) -> bool:
+    """The two texts qualify the slot differently (a work and a personal e-mail)."""
+    po, pn = _qualifiers(old, _PERIODS), _qualifiers(new, _PERIODS)
+    if po and pn and not po & pn:
+        return True
+    return frame.strict and _qualifiers(old, _KIND_QUALIFIERS) != _qualifiers(new, _KIND_QUALIFIERS)
+
+
+def _same(a: frozenset[str], b: frozenset[str]) -> bool:
+    return a <= b or b <= a
+
+
+def _latin(frame: Frame) -> bool:
+    return not any(_CJK.search(atom) for value in frame.values for atom in value)
+
+
+def _compare(old: Frame, new: Frame, old_text: _Text, new_text: _Text) -> str | None:
+    if _latin(old) != _latin(new):
+        return None  # a name against a Chinese phrase ("MySQL" / "北京机房")
+    new_matched = [any(_same(v, w) for w in old.values) for v in new.values]
+    old_matched = [any(_same(v, w) for w in new.values) for v in old.values]
+    negation = old_text.negated != new_text.negated and old.kind != "mode"
+    if all(new_matched) and all(old_matched):
+        if negation:
+            return "update"  # the same value, now denied
+        if old.kind not in _TYPED_KINDS and old_text.typed != new_text.typed:
+            return None  # the same name, but a time, date or number changed beside it
+        return "duplicate"
+    if negation:
+        return None
+    if not any(new_matched):
+        return "update" if old.single and new.single else "new"
+    return None
+
+
+# -- a value ended -------------------------------------------------------------------------
+
+
+def _content(t: _Text) -> set[str]:
+    if t.cjk:
+        text = _ZH_NOISE.sub(" ", t.prepared)
+        return {a for run in text.split() for a in _atoms(run)}
+    return {
+        tok.key
+        for tok in t.toks
+        if tok.kind == "word" and tok.word not in _STOP and tok.key not in _GENERIC
+    }
+
+
+def _ended(old: _Text, new: _Text) -> str | None:
+    """The value of ``old`` that ``new`` says has ended ("Sold the Civic"), if any."""
+    if old.other or new.other or old.cjk != new.cjk:
+        return None
+    old_content = _content(old)
+    if new.cjk:
+        for m in _ZH_END.finditer(new.prepared):
+            obj = next((g for g in m.groups() if g), "")
+            atoms = {a for run in _ZH_NOISE.sub(" ", obj).split() for a in _atoms(run)}
+            hit = atoms & old_content
+            if hit and _CJK.search("".join(hit)):
+                return obj.strip()
+        return None
+    new_content = _content(new)
+    for m in _EN_END.finditer(new.low):
+        picked: list[str] = []
+        for word in m.group("o").split():
+            if word in _STOP:
+                break
+            picked.append(lemma(word))
+            if len(picked) == 3:
+                break
+        hit = set(picked) & old_content
+        if not hit:
+            continue
+        first = {tok.key for tok in old.toks[:2]}
+        if hit <= first and not (old_content & new_content) - hit:
+            continue  # the old text's subject, and nothing else shared ("Maria is away")
+        return " ".join(picked)
+    return None
+
+
+def judge(old_text: str, new_text: str) -> Judgement | None:
+    """Whether ``new_text`` updates or duplicates ``old_text`` by paraphrase, or ``None``.
+
+    >>> judge("I report to Susan Lee", "My new manager is David Chen").verdict
+    'update'
+    >>> judge("I take the bus to work", "I get to work by bus").verdict
+    'duplicate'
+    >>> judge("I'm allergic to peanuts", "I'm also allergic to shellfish").verdict
+    'new'
+    """
+    old, new = _text(old_text), _text(new_text)
+    ended = _ended(old, new)
+    if ended is not None:
+        return Judgement("update", "the new text ends the old value", ended, None, None)
+    old_frames, new_frames = frames(old_text), frames(new_text)
+    verdicts: dict[str, tuple[str, Frame, Frame]] = {}
+    for name in old_frames.keys() & new_frames.keys():
+        a, b = old_frames[name], new_frames[name]
+        if _apart(old, new, a):
+            continue  # a work and a personal e-mail, a monthly and a yearly salary
+        verdict = _compare(a, b, old, new)
+        if verdict is not None:
+            verdicts[name] = (verdict, a, b)
+    kinds = {v for v, _, _ in verdicts.values()}
+    if len(kinds) != 1:
+        return None
+    verdict = kinds.pop()
+    name, (_, a, b) = sorted(verdicts.items())[0]
+    reason = {
+        "duplicate": f"one life slot ({name}) with the same value, in other words",
+        "update": f"one life slot ({name}) with another value, in other words",
+        "new": f"another value of a slot that holds many ({name})",
+    }[verdict]
+    return Judgement(verdict, reason, a.shown, b.shown, name)

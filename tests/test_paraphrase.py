@@ -1,0 +1,122 @@
+"""Paraphrase: one life slot set in other structures (pure logic, no model).
+
+The texts here are unlike those of ``benchmarks/data/memory_pairs*.jsonl`` on purpose:
+other people, places, values and slots, so that the rules are tested, not the sets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from palace_retrievers.memory_match import compare
+from palace_retrievers.paraphrase import frames, judge
+
+
+def _verdict(old: str, new: str) -> str | None:
+    found = judge(old, new)
+    return found.verdict if found else None
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My boss is Priya Raman", "I report to Priya Raman"),
+        ("I walk to work", "I go to work on foot"),
+        ("I wake up at 5:45", "I get up at 5:45 every day"),
+        ("Our retro is on Fridays at 4pm", "We hold the retrospective at 4pm on Fridays"),
+        ("My salary is $70,000 a year", "I earn $70,000 a year"),
+        ("I'm learning Korean", "I'm studying Korean"),
+        ("My favourite film is Alien", "Alien is the movie I like best"),
+        ("我住在成都高新区", "我家在成都高新区"),
+        ("我每天开车上班", "我上班通勤开车"),
+        ("我年薪三十万", "我的年薪是三十万"),
+    ],
+)
+def test_the_same_slot_and_value_in_another_structure_is_a_duplicate(old: str, new: str) -> None:
+    assert _verdict(old, new) == "duplicate"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My boss is Priya Raman", "I report to Omar Haddad since March"),
+        ("I walk to work", "I take the train to work now"),
+        ("I wake up at 5:45", "These days I get up at 7"),
+        ("Our retro is on Fridays at 4pm", "The retro moved to Thursdays at 3pm"),
+        ("My salary is $70,000 a year", "I got a raise, I earn $78,000 a year"),
+        ("My doctor is Dr. Alvarez", "I switched doctors, Dr. Nguyen is my doctor now"),
+        ("My favourite film is Alien", "These days my favourite movie is Arrival"),
+        ("I'm allergic to penicillin", "I'm no longer allergic to penicillin"),
+        ("I'm vegan", "I eat meat again"),
+        ("我住在成都高新区", "我上周搬到了武侯区"),
+        ("我每天开车上班", "我现在坐公交上班"),
+        ("我年薪三十万", "我涨薪了，年薪三十五万"),
+        ("我们组的例会在周五下午两点", "例会改到周三上午十一点"),
+    ],
+)
+def test_the_same_slot_with_another_value_is_an_update(old: str, new: str) -> None:
+    assert _verdict(old, new) == "update"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("I drive a Subaru Outback", "Sold the Outback, I bike everywhere"),
+        ("I'm taking Italian classes, I study Italian", "I dropped Italian this spring"),
+        ("Kenji Sato leads the design team", "Ines replaced Kenji Sato as design lead"),
+        ("我开一辆宝马X5", "我把宝马卖了"),
+        ("我们组长是刘工", "刘工调走了"),
+    ],
+)
+def test_a_new_text_that_ends_the_old_value_is_an_update(old: str, new: str) -> None:
+    assert _verdict(old, new) == "update"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # someone else's fact
+        ("I walk to work", "My sister walks to work"),
+        ("My boss is Priya Raman", "Priya Raman reports to the CFO"),
+        ("我每天开车上班", "我老公每天坐公交上班"),
+        # a qualifier that parts two slots of one kind
+        ("My personal email is ana@example.org", "My work email is ana@corp.example"),
+        ("My salary is $70,000 a year", "My salary is $6,000 a month"),
+        ("我年薪三十万", "我月薪三万"),
+        # another slot, or no value of the slot's kind
+        ("I wake up at 5:45", "I go to bed at 11pm"),
+        ("My doctor is Dr. Alvarez", "My doctor appointment is on Monday"),
+        ("My phone is a Fairphone 4", "My tablet is a Fairphone 4"),
+        # an end cue on the old text's subject, nothing else shared
+        ("Kenji runs the design team", "I left Kenji a voicemail"),
+    ],
+)
+def test_no_decision_when_owner_qualifier_or_value_kind_differ(old: str, new: str) -> None:
+    assert _verdict(old, new) is None
+
+
+def test_a_slot_that_holds_many_values_gains_one_rather_than_changing() -> None:
+    assert _verdict("I'm allergic to penicillin", "I'm also allergic to latex") == "new"
+    assert _verdict("I play chess on Sundays", "I play squash") == "new"
+
+
+def test_same_value_but_a_changed_time_beside_it_is_no_duplicate() -> None:
+    assert _verdict("I play chess on Sundays", "I play chess on Tuesdays now") is None
+
+
+def test_frames_read_the_slot_whatever_the_structure() -> None:
+    assert set(frames("I report to Omar Haddad")) == {"manager"}
+    assert set(frames("Omar Haddad is my manager")) == {"manager"}
+    assert frames("My wife is vegan") == {}
+    assert frames("我妈的手机号是13500001111") == {}
+    found = frames("I take the tram to work")["commute"]
+    assert found.shown == "tram"
+    assert found.single
+
+
+def test_compare_asks_paraphrase_only_when_structure_says_new() -> None:
+    match = compare("I walk to work", "I take the train to work now", similarity=0.4)
+    assert match.verdict == "update"
+    assert compare("I walk to work", "My sister walks to work", similarity=0.8).verdict == "new"
+    # the structural verdict stands when it decides
+    assert compare("I live in Lisbon", "I live in Porto now", similarity=0.69).verdict == "update"
