@@ -17,8 +17,10 @@ The sets: ``memory_pairs.jsonl`` (dev: the matcher was tuned on it), ``…_heldo
 misses were looked at), ``…_heldout4`` (written before the rules held-out 3's misses led
 to, run once blind, then its misses were looked at too), ``…_heldout5`` (written after
 those rules, blind at its first run; one more round of rules followed it), ``…_heldout6``
-(99 pairs in phrasings unlike the earlier sets', written before the paraphrase round,
-blind at its first run).
+(99 pairs in phrasings unlike the earlier sets', written before the paraphrase step,
+blind at its first run, then the paraphrase lexicon was written looking at it) and
+``…_heldout7`` (50 pairs, written before the paraphrase step too, run once blind after
+its first round).
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -92,7 +94,8 @@ SETS = {
     "held-out 3 (seen)": "memory_pairs_heldout3.jsonl",
     "held-out 4 (seen)": "memory_pairs_heldout4.jsonl",
     "held-out 5 (seen)": "memory_pairs_heldout5.jsonl",
-    "held-out 6": "memory_pairs_heldout6.jsonl",
+    "held-out 6 (seen)": "memory_pairs_heldout6.jsonl",
+    "held-out 7": "memory_pairs_heldout7.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
