@@ -5,8 +5,9 @@ The first rule that matches decides, for the whole path:
 1. ``chatgpt``: a file named ``conversations.json``, a ``.zip`` holding one, a JSON file
    whose array starts with an object that has a ``mapping``, or a folder with a
    ``conversations.json`` at its top;
-2. ``slack``: a folder with ``users.json`` or ``channels.json`` and at least one
-   ``<channel>/YYYY-MM-DD.json`` file;
+2. ``slack``: a folder with ``users.json`` or a channel list (``channels.json``, …)
+   and at least one ``<channel>/YYYY-MM-DD.json`` file, or a ``.zip`` holding both, at
+   its top or in its one top folder (the ``slack`` source reads it in place);
 3. ``claude-code``: a ``.jsonl`` file whose first record has a ``sessionId``, or a
    folder whose every ``.jsonl`` file (and there is one at least) looks so, with no other
    text files beside them;
@@ -102,6 +103,28 @@ def _is_slack(folder: Path) -> bool:
     )
 
 
+def _is_slack_zip(path: Path) -> bool:
+    """Whether ``path`` is a zip holding a Slack export: its lists and a channel's day
+    file side by side, at the zip's top or in its one top folder."""
+    if path.suffix.lower() != ".zip":
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = [i.filename for i in archive.infolist() if not i.is_dir()]
+    except (OSError, zipfile.BadZipFile):
+        return False
+    tops = {name.split("/", 1)[0] for name in names}
+    prefixes = [""] + ([f"{tops.pop()}/"] if len(tops) == 1 else [])
+    for prefix in prefixes:
+        inside = [n.removeprefix(prefix) for n in names if n.startswith(prefix)]
+        if any(n in ("users.json", *CHANNEL_LISTS) for n in inside) and any(
+            n.count("/") == 1 and not n.startswith(".") and _DAY.fullmatch(n.split("/")[1])
+            for n in inside
+        ):
+            return True
+    return False
+
+
 def _is_claude_code_folder(folder: Path) -> bool:
     logs = 0
     for found in walk(folder):
@@ -128,6 +151,8 @@ def detect(path: Path) -> str:
         return "files"
     if _is_chatgpt_file(path):
         return "chatgpt"
+    if _is_slack_zip(path):
+        return "slack"
     if path.suffix.lower() in {".jsonl", ".ndjson"}:
         return "claude-code" if _is_claude_code(path) else "text"
     if path.suffix.lower() in _TEXT_SUFFIXES and transcript_turns(_head(path).split("\n")):
