@@ -50,7 +50,7 @@ from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
 from palace_retrievers.remembering import Remembering
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.sources import PALACE_SETTINGS
-from palace_retrievers.syncing import SyncReport, find_gone
+from palace_retrievers.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
 from palace_retrievers.writer_lock import LONG_WRITES, WriterLock
 
 log = logging.getLogger(__name__)
@@ -646,7 +646,11 @@ class Palace(PalaceMemories):
                 )
 
     def sync(
-        self, path: str | os.PathLike[str] | None = None, *, dry_run: bool = False
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        dry_run: bool = False,
+        user_id: Owner = EVERY_OWNER,
     ) -> SyncReport:
         """Remove the drawers of sources that are gone from the paths they were mined from.
 
@@ -656,17 +660,30 @@ class Palace(PalaceMemories):
         transaction per root. A root that no longer exists at all is left alone (it may
         be an unmounted disk) unless ``path`` names it or a folder above it.
 
+        ``user_id`` means what it means to :meth:`mine`: a user's sources, or with
+        ``None`` the unowned ones; a sync for one owner checks only the roots that owner
+        mined and never removes another owner's drawers, even of a tree both mined. Left
+        out, it is :data:`~palace_retrievers.syncing.EVERY_OWNER`: every owner's roots
+        (what an operator's ``palace sync`` does), which is not the same as ``None``.
+
         Args:
             path: Only sources under this path (default: every mined root).
             dry_run: Count what would be removed, remove nothing.
+            user_id: Only this owner's sources (``None``: the unowned ones; default:
+                every owner's).
 
         Raises:
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
+            InvalidQueryError: ``user_id`` is not a string, ``None`` or ``EVERY_OWNER``.
         """
+        if not (user_id is None or user_id is EVERY_OWNER or isinstance(user_id, str)):
+            raise InvalidQueryError(f"user_id must be a string or None, not {user_id!r}")
         target = resolve_root(Path(path)) if path is not None else None
         with self.writing("sync", timeout=0.0):
             self._recover()
-            report = find_gone(self.ledger, target, source=self._source, dry_run=dry_run)
+            report = find_gone(
+                self.ledger, target, source=self._source, dry_run=dry_run, user_id=user_id
+            )
             if not dry_run:
                 for root in report.roots:
                     if root.gone:

@@ -14,20 +14,37 @@ records an owner's sources under keys naming the owner, :func:`split_source_key`
 back), and each recorded source is checked against the root it was itself mined from: a
 file deleted from alice's copy of a tree costs alice her drawers of it, never bob his
 drawers of his copy, even when both were filed in one wing under one relative path.
+
+A sync may be for one owner (``user_id``, as :meth:`~palace_retrievers.Palace.mine`
+takes it: a user, or ``None`` for the unowned sources): it checks only the roots that
+owner mined and removes only that owner's sources. By default (:data:`EVERY_OWNER`) it
+checks every owner's.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from palace_retrievers.errors import PluginNotFoundError, SourceError
 from palace_retrievers.ids import split_source_key
-from palace_retrievers.ledger import Ledger
+from palace_retrievers.ledger import Ledger, SourceState
 from palace_retrievers.mining import storable
 from palace_retrievers.sources import Skipped, Source
+
+
+class _Owners(enum.Enum):
+    EVERY = "every owner"
+
+
+#: The owner a sync is for when none is named: every one (and the unowned sources).
+EVERY_OWNER = _Owners.EVERY
+#: Whose sources a sync checks: a user, ``None`` (the unowned ones) or :data:`EVERY_OWNER`.
+Owner = str | None | Literal[_Owners.EVERY]
 
 
 @dataclass(slots=True)
@@ -77,6 +94,7 @@ def find_gone(
     *,
     source: Callable[[str], Source],
     dry_run: bool = False,
+    user_id: Owner = EVERY_OWNER,
 ) -> SyncReport:
     """Check every mined root at, under or above ``target`` (all when ``None``).
 
@@ -85,13 +103,26 @@ def find_gone(
         target: An absolute, resolved path, or ``None``.
         source: Makes the source plugin of a given name.
         dry_run: Recorded on the report; nothing is removed here in any case.
+        user_id: Only the roots this owner mined, and only their sources (``None``: the
+            unowned ones); :data:`EVERY_OWNER` by default.
     """
     report = SyncReport(path=None if target is None else str(target), dry_run=dry_run)
+    states: dict[str, dict[str, SourceState]] = {}
     for mined in ledger.mined_roots():
         root = Path(mined.root)
         if target is not None and not (_within(root, target) or _within(target, root)):
             continue
-        check = RootCheck(mined.wing, mined.root, mined.plugin, mined.sources)
+        if mined.wing not in states:
+            states[mined.wing] = {
+                key: state
+                for key, state in ledger.source_states(mined.wing).items()
+                if user_id is EVERY_OWNER or split_source_key(key)[0] == (user_id or None)
+            }
+        recorded = {k: s for k, s in states[mined.wing].items() if s.root == mined.root}
+        if not recorded:
+            continue  # none of the owner's sources came from this root
+        count = mined.sources if user_id is EVERY_OWNER else len(recorded)
+        check = RootCheck(mined.wing, mined.root, mined.plugin, count)
         report.roots.append(check)
         named = target is not None and _within(root, target)
         listed: set[str] = set()
@@ -113,8 +144,8 @@ def find_gone(
             except (PluginNotFoundError, SourceError) as exc:
                 check.note = f"not checked, its drawers are kept: {exc}"
                 continue
-        for key, state in sorted(ledger.source_states(mined.wing).items()):
-            if state.root != mined.root or state.location in skipped:
+        for key, state in sorted(recorded.items()):
+            if state.location in skipped:
                 continue
             if split_source_key(key)[1] in listed:
                 continue

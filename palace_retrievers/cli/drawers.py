@@ -14,6 +14,7 @@ from palace_retrievers.cli.output import one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
 from palace_retrievers.ids import split_source_key
 from palace_retrievers.records import Hit
+from palace_retrievers.syncing import EVERY_OWNER, Owner
 
 
 @cli.command()
@@ -111,17 +112,27 @@ def mine(
 @cli.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Only tell what would be removed.")
+@click.option(
+    "--user",
+    "user_id",
+    help="Only this user's sources, mined with `palace mine --user` (default: every user's "
+    "and the unowned ones).",
+)
 @json_option
 @click.pass_context
-def sync(ctx: click.Context, path: Path | None, dry_run: bool, as_json: bool) -> None:
+def sync(
+    ctx: click.Context, path: Path | None, dry_run: bool, user_id: str | None, as_json: bool
+) -> None:
     """Remove the drawers of deleted or newly ignored files.
 
     Every path mined before (or only those at, under or above PATH) is listed again;
     the drawers and closets of sources no longer there are removed. A mined path that
-    no longer exists at all is kept unless PATH names it.
+    no longer exists at all is kept unless PATH names it. With --user, only the paths
+    that user mined are checked, and only that user's drawers are removed.
     """
     with opened(ctx) as palace:
-        report = palace.sync(path, dry_run=dry_run)
+        owner: Owner = EVERY_OWNER if user_id is None else user_id
+        report = palace.sync(path, dry_run=dry_run, user_id=owner)
     if as_json:
         emit_json({**dataclasses.asdict(report), "sources_removed": report.sources_removed})
         return
