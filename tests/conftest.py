@@ -34,9 +34,15 @@ from palace_retrievers.embedder import Embedder
 
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh ``$HOME`` and no ``PALACE_*`` variables, for every test."""
+    """A fresh ``$HOME`` and no ``PALACE_*`` variables, for every test.
+
+    ``$XDG_CACHE_HOME`` is one folder for the whole session (outside every ``$HOME``):
+    the query graph the embedder exports there once (``onnx_queries``) serves every test
+    and every process a test starts, as the user's cache would.
+    """
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
     monkeypatch.setenv("ANONYMIZED_TELEMETRY", "False")
     for name in list(os.environ):
         if name.startswith("PALACE_"):
