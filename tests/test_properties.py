@@ -11,7 +11,10 @@
   it points to, and a filed closet never points to a drawer the ledger does not hold.
 - **Filters.** The ``Filter`` of a query gives the same records through every backend's
   own translation (Chroma's ``where`` clause, the exact scan's numpy mask, the ledger's
-  SQL) as :meth:`Filter.matches`, the reference, applied record by record.
+  SQL) as :meth:`Filter.matches`, the reference, applied record by record. Chroma is
+  asked both ways: with its in-memory catalog (small filters answered by an exact scan
+  of it), and with ``exact_below = 0`` (every query through the HNSW graph: the
+  unfiltered probes kept by the cached filter fields, then the ``where`` clause).
 
 The FAKE embedder is used throughout (meaning does not matter to any of these), with
 real SQLite and real Chroma. ``max_examples`` stays modest so the suite stays fast;
@@ -464,12 +467,23 @@ def filters(draw: st.DrawFn) -> Filter:
 
 @pytest.fixture(scope="module")
 def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A real ledger with the exact scan over it, and a real Chroma collection."""
+    """A real ledger with the exact scan over it, and two real Chroma collections: one
+    with the in-memory catalog, one that sends every query to the HNSW graph."""
     root = tmp_path_factory.mktemp("filters")
     ledger = SQLiteLedger(root / LEDGER_FILE)
     context = BackendContext(palace_dir=root, collection="drawers", dimension=8, ledger=ledger)
     chroma = ChromaIndex(context)
-    yield {"ledger": ledger, "sqlite": ExactIndex(context), "chroma": chroma}
+    hnsw = ChromaIndex(
+        BackendContext(
+            palace_dir=root,
+            collection="closets",  # a collection of its own, filled with the drawers
+            dimension=8,
+            ledger=ledger,
+            options={"exact_below": 0},
+        )
+    )
+    yield {"ledger": ledger, "sqlite": ExactIndex(context), "chroma": chroma, "chroma-hnsw": hnsw}
+    hnsw.close()
     chroma.close()
     ledger.close()
 
@@ -497,15 +511,15 @@ def test_every_backend_filters_like_the_reference(
     vectors = np.random.default_rng(seed).normal(size=(len(drawers), 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ledger.upsert_drawers(drawers, vectors, model="fake")
-    chroma = backends["chroma"]
-    chroma.clear()
-    for batch in ledger.iter_entries("drawers"):
-        chroma.upsert(entries=batch)
+    for name in ("chroma", "chroma-hnsw"):
+        backends[name].clear()
+        for batch in ledger.iter_entries("drawers"):
+            backends[name].upsert(entries=batch)
     query = vectors[0]
     for where in wheres:
         expected = {d.id for d in drawers if where.matches(d)}
         assert set(ledger.drawer_ids(where)) == expected, "the ledger's SQL"
-        for name in ("sqlite", "chroma"):
+        for name in ("sqlite", "chroma", "chroma-hnsw"):
             found = backends[name].query(vector=query, k=len(drawers), where=where)
             assert {m.id for m in found} == expected, name
             sims = [m.similarity for m in found]
