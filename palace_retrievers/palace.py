@@ -747,7 +747,7 @@ class Palace(PalaceMemories):
         vector = self._embed_query(query)
         signals = self._graph_signals(query, where)
         hits = self._pipeline.run(
-            query, k=k, where=where, vector=vector, signals=signals, lexical=lexical.result()
+            query, k=k, where=where, vector=vector, signals=signals, lexical=lexical.result
         )
         if not memories or not self._wants_memories(where):
             return hits

@@ -503,7 +503,7 @@ class SearchPipeline:
         where: Filter,
         vector: npt.NDArray[np.float32] | None = None,
         signals: Mapping[str, float] | None = None,
-        lexical: Sequence[str] | None = None,
+        lexical: Callable[[], Sequence[str]] | None = None,
     ) -> list[Hit]:
         """The ``k`` best hits for ``query`` among the drawers that pass ``where``.
 
@@ -515,8 +515,10 @@ class SearchPipeline:
             signals: Extra boosts per drawer id from outside the pipeline (the knowledge
                 graph's); such a drawer joins the candidates and its boost is added to
                 its score (``scores["graph"]``). A boost only raises.
-            lexical: The full-text candidates, when the caller has asked :meth:`lexical`
-                already (with the same query and filter).
+            lexical: Gives the full-text candidates, when the caller has asked
+                :meth:`lexical` already (with the same query and filter), in another
+                thread perhaps: it is called after the vector and closet stages, so that
+                these run while the full-text query is still being answered.
         """
         check_query(query, k, max_chars=self._config.max_query_chars)
         if vector is None:
@@ -526,12 +528,12 @@ class SearchPipeline:
         matches = self._indexes.query("drawers", vector=vector, k=self.candidates(k), where=where)
         query_terms = list(dict.fromkeys(self._terms(query)))[:MAX_QUERY_TERMS]
         boosts = self._closet_boosts(vector, set(query_terms), where)
-        lexical = list(lexical) if lexical is not None else self.lexical(query, where)
-        ids = list(dict.fromkeys([m.id for m in matches] + lexical + list(boosts) + list(signals)))
+        worded = list(lexical()) if lexical is not None else self.lexical(query, where)
+        ids = list(dict.fromkeys([m.id for m in matches] + worded + list(boosts) + list(signals)))
         drawers = [d for d in self._get_drawers(ids) if where.matches(d)]
         expand = self._config.expand_neighbours
         if expand:
-            seeds = {m.id for m in matches[:expand]} | set(lexical[:expand])
+            seeds = {m.id for m in matches[:expand]} | set(worded[:expand])
             near = self._adjacent([d for d in drawers if d.id in seeds], where)
             drawers += [d for d in self._get_drawers(near) if d.id not in set(ids)]
         sims = self._similarities(
