@@ -21,7 +21,10 @@ from palace_retrievers.wording import words
 #: number), ``time`` (a time of day), ``when`` (times and days), ``mode`` (one of the
 #: concept's options), ``email``, ``words`` (content words left once the cue is set aside).
 KINDS = frozenset(
-    {"name", "person", "amount", "count", "digits", "time", "when", "mode", "email", "words"}
+    {
+        *("name", "person", "amount", "count", "digits", "time", "when", "mode", "email"),
+        *("words", "times"),
+    }
 )
 
 
@@ -42,6 +45,8 @@ class Concept:
         unless: A text that matches this names another thing (``my tablet is a Pixel``).
         strict: Qualifiers must agree exactly (a work and a personal e-mail are two slots);
             otherwise only two qualifiers that clash (a month and a year) part them.
+        personal: An English text must name the speaker (``I``, ``my``, ``we``...): "The
+            server runs in UTC" sets no one's time zone.
     """
 
     name: str
@@ -54,6 +59,7 @@ class Concept:
     modes: tuple[tuple[re.Pattern[str], str], ...] = field(default=())
     unless: re.Pattern[str] | None = None
     strict: bool = False
+    personal: bool = False
 
 
 def _re(pattern: str | None) -> re.Pattern[str] | None:
@@ -76,10 +82,11 @@ def _concept(
     modes: tuple[tuple[re.Pattern[str], str], ...] = (),
     unless: str | None = None,
     strict: bool = False,
+    personal: bool = True,
 ) -> Concept:
     return Concept(
         name, kind, single, _re(en), _re(zh), verb, frozenset(noise.split()), modes,
-        _re(unless), strict,
+        _re(unless), strict, personal,
     )  # fmt: skip
 
 
@@ -99,12 +106,27 @@ _COMMUTE = _modes(
     (r"\bmotor(?:bike|cycle)s?\b|摩托", "motorbike"),
 )  # fmt: skip
 _DIET = _modes(
-    (r"\b(?:do not|don't|never|no longer) eat (?:any )?meat\b|不吃肉|吃素|素食", "vegetarian"),
+    (
+        r"\b(?:do not|don't|does not|doesn't|never|no longer) eats? (?:any )?meat\b"
+        r"|不吃肉|吃素|素食",
+        "vegetarian",
+    ),
     (r"\bplant-based\b|\bvegan\b|纯素", "vegan"),
     (r"\bvegetarian\b", "vegetarian"),
     (r"\bpescatarian\b|\bonly eat fish\b", "pescatarian"),
-    (r"\beat meat\b|吃肉", "omnivore"),
+    (r"\beats? (?:any )?meat\b|吃肉", "omnivore"),
     (r"\bketo\b|生酮", "keto"),
+)
+_TIMEZONES = _modes(
+    (r"\bpacific\b|\bpst\b|\bpdt\b", "pacific"),
+    (r"\beastern\b|\best\b|\bedt\b", "eastern"),
+    (r"\bcentral european\b|\bcet\b|\bcest\b", "cet"),
+    (r"\bcentral\b|\bcst\b|\bcdt\b", "central"),
+    (r"\bmountain\b|\bmst\b|\bmdt\b", "mountain"),
+    (r"\butc\b|\bgmt\b", "utc"),
+    (r"\bbst\b|\buk time\b|\blondon time\b", "uk"),
+    (r"\bjst\b|\btokyo time\b", "japan"),
+    (r"北京时间|东八区", "china"),
 )
 #: English nouns of people one has one of at a time ("my dentist is Dr. Patel").
 _PROVIDERS = {
@@ -228,7 +250,7 @@ CONCEPTS: tuple[Concept, ...] = (
     _concept(
         "diet",
         "mode",
-        r"\b(?:vegetarian|vegan|pescatarian|keto|plant-based)\b|\beat (?:any )?meat\b",
+        r"\b(?:vegetarian|vegan|pescatarian|keto|plant-based)\b|\beats? (?:any )?meat\b",
         r"吃素|素食|吃肉|纯素|生酮",
         modes=_DIET,
     ),
@@ -302,16 +324,63 @@ CONCEPTS: tuple[Concept, ...] = (
         r"|\bmy tea (?:is )?(?:black|with)\b",
         noise="take takes drink drinks have has like likes tea with",
     ),
-    _concept("deploys", "name", r"\bdeploy(?:s|ed|ing|ments?)?\b|\bci/cd\b|\bci\b", r"部署|上线"),
-    _concept("backend", "name", r"\bback-?end\b|\bback end\b|\bserver side\b", r"后端|后台"),
-    _concept("frontend", "name", r"\bfront-?end\b|\bfront end\b", r"前端"),
-    _concept("database", "name", r"\bdatabase\b|\bdb\b", r"数据库"),
+    _concept(
+        "school",
+        "name",
+        r"\bschools?\b|\battends?\b|\benrolled\b|\bgoes to\b|\bstudies at\b",
+        r"上学|读书|就读|学校|转学|念书",
+    ),
+    _concept(
+        "weight",
+        "count",
+        r"\bweigh(?:s|ed|ing)?\b|\bweight\b|\b\d+(?:\.\d+)? ?(?:kg|kilos?|kilograms?|lbs?)\b",
+        r"体重|公斤|\d斤",
+        unless=r"\b(?:suitcase|bag|luggage|package|parcel|box|baby|dog|cat|bike)\b|行李|箱子|宝宝",
+    ),
+    _concept(
+        "gym",
+        "name",
+        r"\bgym\b|\bwork(?:s|ed|ing)? out at\b|\bexercise at\b|\bfitness club\b",
+        None,
+    ),
+    _concept(
+        "workout",
+        "times",
+        r"\bwork(?:s|ing)? out\b|\bexercise\b|\bgo to the gym\b|\bhit the gym\b",
+        r"健身|锻炼|去健身房",
+    ),
+    _concept("internet", "name", r"\binternet\b|\bbroadband\b|\bisp\b", r"宽带", strict=True),
+    _concept(
+        "timezone",
+        "mode",
+        r"\btime ?zone\b|\b(?:pst|pdt|est|edt|cst|cdt|mst|utc|gmt|cet|bst|jst)\b"
+        r"|\b(?:pacific|eastern|central|mountain|london|tokyo|uk) (?:standard |daylight )?time\b",
+        r"时区|北京时间|东八区",
+        modes=_TIMEZONES,
+    ),
+    _concept(
+        "nickname",
+        "name",
+        r"\bnickname\b|\busername\b|\bhandle\b|\bscreen name\b|\bgamertag\b",
+        r"微信昵称|微信名|昵称|网名|用户名",
+        strict=True,
+    ),
+    _concept(
+        "deploys", "name", r"\bdeploy(?:s|ed|ing|ments?)?\b|\bci/cd\b|\bci\b", r"部署|上线",
+        personal=False,
+    ),
+    _concept(
+        "backend", "name", r"\bback-?end\b|\bback end\b|\bserver side\b", r"后端|后台",
+        personal=False,
+    ),
+    _concept("frontend", "name", r"\bfront-?end\b|\bfront end\b", r"前端", personal=False),
+    _concept("database", "name", r"\bdatabase\b|\bdb\b", r"数据库", personal=False),
     *(
         _concept(f"provider:{k}", "person", rf"\b(?:{v})\b", _ZH_PROVIDERS.get(k))
         for k, v in _PROVIDERS.items()
     ),
     *(
-        _concept(f"event:{k}", "when", rf"\b(?:{en})\b", zh, strict=True)
+        _concept(f"event:{k}", "when", rf"\b(?:{en})\b", zh, strict=True, personal=False)
         for k, (en, zh) in _EVENTS.items()
     ),
 )  # fmt: skip

@@ -41,6 +41,7 @@ with several candidates.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -113,6 +114,12 @@ _PRONOUN_KEYS = frozenset({"i", "we", "you", "he", "she", "they"})
 _KEPT_PREPOSITIONS = _PREPOSITIONS | _lemmas("as with without about near")
 _IGNORABLE = _PREPOSITIONS | {"be", "是", "的", "在", "到", "于", "为"}
 _MAX_SPAN = 4
+#: Nouns of people: one of them against another is another subject, not other wording.
+_PEOPLE = _lemmas(
+    "wife husband partner boyfriend girlfriend brother sister mom mum mother dad father "
+    "parent parents son daughter kid kids child children friend roommate neighbour neighbor "
+    "colleague cousin aunt uncle grandma grandpa grandmother grandfather niece nephew"
+)
 _MAX_ZH_SPAN = 8
 
 
@@ -439,14 +446,40 @@ def _near_duplicate(
         return False
     old_words = Counter({k: v for k, v in old_content.items() if k not in _KEPT_PREPOSITIONS})
     new_words = Counter({k: v for k, v in new_content.items() if k not in _KEPT_PREPOSITIONS})
+    if (set(old_words) ^ set(new_words)) & _PEOPLE:
+        return False  # "my daughter" / "my son": another person's fact, however alike
     shared = sum((old_words & new_words).values())
     return shared / max(1, sum((old_words | new_words).values())) >= 0.6
+
+
+#: Words that say what something is like, not which one it is.
+_QUALITIES = frozenset(
+    words(
+        "strict nice kind busy great good bad awesome friendly mean tired sick happy sad fun "
+        "funny smart young old tall short boring amazing lovely helpful annoying grumpy cool "
+        "new slow fast cheap expensive quiet loud late early fine ok okay patient demanding "
+        "relaxed tough fair wonderful terrible awful rude lazy chill calm away out sick"
+    )
+)
+
+
+def _quality(value: str) -> bool:
+    """One lower-case word that describes (``strict``, ``noisy``, ``helpful``)."""
+    value = value.strip()
+    return bool(re.fullmatch("[a-z]+", value)) and (
+        value in _QUALITIES
+        or value.endswith(("ful", "ous", "ive", "ible", "able", "ish", "less", "y"))
+    )
 
 
 def _slot_verdict(a: Statement, b: Statement, old_text: str, new_text: str) -> Match:
     slot = b.slot if len(b.subject) >= len(a.subject) else a.slot
     old_value = old_text[a.span[0] : a.span[1]] if a.span else a.value
     new_value = new_text[b.span[0] : b.span[1]] if b.span else b.value
+    if _quality(old_value) != _quality(new_value) and any(
+        c.isupper() for c in old_value + new_value
+    ):
+        return Match("new", 'a quality against a name ("is strict" / "is Mr. Brown")')
     if sorted(a.value_key.split()) == sorted(b.value_key.split()):
         if a.negated == b.negated:
             return Match("duplicate", "the same slot with the same value", slot=slot)

@@ -51,16 +51,31 @@ __all__ = ["Frame", "Judgement", "frames", "judge"]
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _KIN_EN = re.compile(
-    r"\b(?:my|our|his|her|their)(?: \w+)? (?:wife|husband|partner|boyfriend|girlfriend|"
+    r"\b(?:my|our)(?: \w+)? (?P<k>wife|husband|partner|boyfriend|girlfriend|"
     r"brother|sister|mom|mum|mother|dad|father|parents|son|daughter|kids?|children|friend|"
     r"roommate|flatmate|neighbou?r|colleague|cousin|aunt|uncle|grandma|grandpa|grandmother|"
-    r"grandfather|sibling|fianc[ée]e?)s?\b|^(?:he|she)\b|\b(?:his|her|their)\b"
+    r"grandfather|sibling|fianc[ée]e?)s?\b"
 )
+_THIRD_EN = re.compile(r"^(?:he|she)\b|\b(?:his|her|their)\b")
 _KIN_ZH = re.compile(
-    "老婆|老公|妻子|丈夫|太太|媳妇|妈妈|我妈|爸爸|我爸|父母|爸妈|儿子|女儿|哥哥|姐姐|弟弟|妹妹|"
-    "朋友|同事|室友|邻居|孩子|爷爷|奶奶|外公|外婆|^[他她]"
+    "(?P<k>老婆|老公|妻子|丈夫|太太|媳妇|妈妈|我妈|爸爸|我爸|父母|爸妈|儿子|女儿|哥哥|姐姐|弟弟|"
+    "妹妹|朋友|同事|室友|邻居|孩子|爷爷|奶奶|外公|外婆)"
 )
-_SELF = re.compile(r"\b(?:i|we|my|our|me|us|i'm|we're|i've|we've)\b")
+#: Kin words folded, so that "my mum" and "my mother" own one set of slots.
+_KIN_FOLD = {
+    "mom": "mother", "mum": "mother", "妈妈": "mother", "我妈": "mother",
+    "dad": "father", "爸爸": "father", "我爸": "father",
+    "老婆": "wife", "妻子": "wife", "太太": "wife", "媳妇": "wife",
+    "老公": "husband", "丈夫": "husband", "父母": "parents", "爸妈": "parents",
+    "儿子": "son", "女儿": "daughter", "kid": "kids", "children": "kids", "孩子": "kids",
+    "朋友": "friend", "同事": "colleague", "室友": "roommate", "flatmate": "roommate",
+    "邻居": "neighbour", "neighbor": "neighbour", "grandma": "grandmother",
+    "grandpa": "grandfather", "奶奶": "grandmother", "爷爷": "grandfather",
+}  # fmt: skip
+_SELF = re.compile(
+    r"\b(?:i|we|my|our|me|us|i'm|we're|i've|we've)\b"
+    r"|^(?:got|sold|bought|moved|switched|started|changed|upgraded|joined|left|quit)\b"
+)
 _PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it", "be"})
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "prof", "dr.", "mr.", "mrs.", "ms.", "sir"})
 #: Which one of several of a kind: a strict slot compares only when these agree.
@@ -77,15 +92,43 @@ _PERIODS = (
     ("year", r"\byear(?:ly)?\b|\bannual(?:ly)?\b|\ba year\b|年"),
 )
 #: Kinds whose values are themselves times, dates or numbers.
-_TYPED_KINDS = frozenset({"amount", "count", "digits", "time", "when"})
+_TYPED_KINDS = frozenset({"amount", "count", "digits", "time", "when", "times"})
+#: Words of when or how often, never of what: left out of a quantity's context.
+_PERIOD_WORDS = frozenset(
+    lemma(w)
+    for w in words(
+        "every each morning mornings evening evenings night nights day days daily week weeks "
+        "weekly month months monthly year annually a per total altogether"
+    )
+)
+#: Group nouns: "我们团队" and "我们组" are one team.
+_ZH_GROUPS = re.compile("团队|组|部门|公司|项目组|小组|科室")
+#: A number and what it counts or measures: "8 engineers", "5 km", "十个人".
+_COUNTED_ZH = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?:个|名|位)?(?P<what>[\u4e00-\u9fff])")
+#: "my X is Y", "Y is our X": any noun of the speaker's, not only the lexicon's.
+_NOUN_IS = re.compile(
+    r"\b(?:my|our)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?) (?:is|are)\b"
+)
+_IS_NOUN = re.compile(
+    r"\b(?:is|are) (?:my|our)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?)\W*$"
+)
+_PEOPLE = frozenset(
+    words(
+        "wife husband partner boyfriend girlfriend brother sister mom mum mother dad father "
+        "parents son daughter kids children friend friends roommate neighbour neighbor "
+        "colleague cousin aunt uncle family"
+    )
+)
 _ZH_NOISE = re.compile(
     "我们|咱们|你们|他们|她们|我|你|他|她|的|了|是|在|把|被|给|向|跟|和|也|都|还|就|才|又|再|"
     "换成|改成|改为|变成|换了|改用|换|改|用|新的|一辆|一部|一台|一个|一家|一位|"
     "现在|最近|已经|全部|每天|每周|每个月|每月|上个月|这个月|去年|今年|上周|这周|直接|直属|"
-    "一直|目前|一般|平时|通常|[a-z]{3}(?= |$)|\\d+|\\s"
+    "一直|目前|一般|平时|通常|去|叫|到|" + _KIN_ZH.pattern + "|"
+    "[a-z]{3}(?= |$)|\\d+|\\s"
 )
 _ZH_PERSON = re.compile(
-    "[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏"
+    "(?<![\u4e00-\u9fff])[小老](?:[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯]"
+    "(?![\u4e00-\u9fff]))|[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏"
     "魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵"
     "钱严覃武戴莫孔汤](?:总|经理|老师|医生|教授|主任|老板|主管|组长|工)"
 )
@@ -116,7 +159,7 @@ _CHANGE = frozenset(
     for w in words(
         "switched switch changed change moved move upgraded upgrade replaced replace swapped "
         "got get started start dropped gave give up sold since instead went up down raised "
-        "these days"
+        "these days upped hire hired hiring grew grown expanded shrank"
     )
 )
 
@@ -139,6 +182,7 @@ class Frame:
     shown: str
     kind: str = "name"
     strict: bool = False
+    context: frozenset[str] = frozenset()  # a quantity's other words ("run", "team")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +203,7 @@ class _Text:
     low: str
     toks: tuple[Token, ...]
     cjk: bool
-    other: bool  # about someone else
+    owner: str | None  # "self", a kin word ("daughter"), or None: someone not named
     negated: bool
     typed: tuple[str, ...]  # the times, dates and numbers, sorted
 
@@ -171,10 +215,22 @@ def _text(text: str) -> _Text:
     if cjk:  # fillers taken out leave spaces: "我换了一辆" reads "我换 一辆"
         prepared = re.sub(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])", "", prepared)
     low = prepared.lower()
-    other = bool(_KIN_ZH.search(raw)) if cjk else bool(_KIN_EN.search(low))
+    owner = _owner(raw if cjk else low, cjk)
     negated = any(tok.kind == "neg" for tok in toks)
     typed = tuple(sorted(re.sub(r"\W", "", tok.key) for tok in toks if tok.kind in TYPED))
-    return _Text(raw, prepared, low, tuple(toks), cjk, other, negated, typed)
+    return _Text(raw, prepared, low, tuple(toks), cjk, owner, negated, typed)
+
+
+def _owner(text: str, cjk: bool) -> str | None:
+    """Whose fact it is: the speaker's, a relative's or friend's, or someone's unnamed."""
+    kin = (_KIN_ZH if cjk else _KIN_EN).search(text)
+    if kin is not None:
+        word = kin.group("k")
+        return _KIN_FOLD.get(word, word)
+    if re.match("[他她]", text) if cjk else _THIRD_EN.search(text):
+        return None
+    thing = None if cjk else re.search(r"\b(?:my|our) (?P<k>[a-z]+)'s\b", text)
+    return thing.group("k") if thing else "self"  # "my server's time zone": the server's
 
 
 # -- values -------------------------------------------------------------------------------
@@ -341,6 +397,13 @@ def _values(t: _Text, concept: Concept, match: re.Match[str]) -> list[str]:
         return [tok.key for tok in t.toks if tok.kind == "num"]
     if kind in ("time", "when"):
         return _times(t, days=kind == "when")
+    if kind == "times":  # how often: "three times a week", "每周三次"
+        toks = t.toks
+        return [
+            tok.key
+            for i, tok in enumerate(toks)
+            if tok.kind == "num" and i + 1 < len(toks) and toks[i + 1].word in ("times", "x", "次")
+        ]
     if kind == "mode":
         return _modes(t, concept)
     if kind == "words":
@@ -384,11 +447,11 @@ def frames(text: str) -> dict[str, Frame]:
 
     >>> sorted(frames("I take the bus to work"))
     ['commute']
-    >>> frames("My wife is vegetarian")
-    {}
+    >>> sorted(frames("My wife is vegetarian"))
+    ['wife/diet']
     """
     t = _text(text)
-    if t.other:
+    if t.owner is None:
         return {}
     found: list[tuple[Concept, re.Match[str]]] = []
     for concept in CONCEPTS:
@@ -398,11 +461,16 @@ def frames(text: str) -> dict[str, Frame]:
             continue
         if concept.unless is not None and concept.unless.search(t.prepared if t.cjk else t.low):
             continue
+        if concept.personal and not t.cjk and not _SELF.search(t.low):
+            continue  # "The server runs in UTC": no one's own slot
         found.append((concept, match))
     favourite = _favourite(t)
     if favourite is not None:
         found.append((Concept(favourite[0], "name"), favourite[1]))
     out: dict[str, Frame] = {}
+    for name, frame in (*_quantities(t).items(), *_nouns(t).items()):
+        if frame.values:
+            out[name if t.owner == "self" else f"{t.owner}/{name}"] = frame
     for concept, match in found:
         values = _values(t, concept, match)
         if concept.name.startswith("favourite:") and not values:
@@ -411,7 +479,8 @@ def frames(text: str) -> dict[str, Frame]:
             )), match)  # fmt: skip
         values = [v for v in values if v]
         if values:
-            out[concept.name] = Frame(
+            key = concept.name if t.owner == "self" else f"{t.owner}/{concept.name}"
+            out[key] = Frame(
                 concept.name,
                 concept.single,
                 tuple(_atoms(v) for v in values),
@@ -419,6 +488,61 @@ def frames(text: str) -> dict[str, Frame]:
                 concept.kind,
                 concept.strict,
             )
+    return out
+
+
+def _quantities(t: _Text) -> dict[str, Frame]:
+    """A number and what it counts, with the text's other words as the context."""
+    out: dict[str, Frame] = {}
+    if t.cjk:
+        rest = _ZH_NOISE.sub(" ", _COUNTED_ZH.sub(" ", t.prepared))
+        context = frozenset(a for run in rest.split() if len(run) > 1 for a in _atoms(run))
+        groups = frozenset({"<group>"}) if _ZH_GROUPS.search(t.prepared) else frozenset()
+        for m in _COUNTED_ZH.finditer(t.prepared):
+            if m.group("what") in "次点月年日号岁周天楼层块元":
+                continue  # how often, a time, a date, an age, a floor, an amount
+            key = f"qty:{m.group('what')}"
+            out[key] = Frame(key, True, (frozenset({m.group("num")}),), m.group(0), "count",
+                             context=context | groups)  # fmt: skip
+        return out
+    toks = t.toks
+    for i, tok in enumerate(toks[:-1]):
+        unit = toks[i + 1]
+        if tok.kind != "num" or unit.kind != "word" or unit.word in _STOP:
+            continue
+        if unit.word in ("times", "x", "am", "pm") or unit.key in _PERIOD_WORDS:
+            continue
+        context = frozenset(
+            x.key
+            for x in toks
+            if x.kind == "word"
+            and x is not unit
+            and x.word not in _STOP
+            and x.key not in _PERIOD_WORDS
+            and x.key not in _CHANGE
+            and x.key not in _PRONOUNS
+        )
+        key = f"qty:{unit.key}"
+        out[key] = Frame(key, True, (frozenset({tok.key}),), f"{tok.key} {unit.word}", "count",
+                         context=context)  # fmt: skip
+    return out
+
+
+def _nouns(t: _Text) -> dict[str, Frame]:
+    """ "My internet provider is Comcast" / "Comcast is our internet provider"."""
+    if t.cjk:
+        return {}
+    out: dict[str, Frame] = {}
+    for pattern in (_NOUN_IS, _IS_NOUN):
+        m = pattern.search(t.low)
+        if m is None or m.group("n").split()[-1] in _PEOPLE:
+            continue
+        noun = m.group("n").split()
+        key = "noun:" + " ".join(lemma(w) for w in noun)
+        runs = [r for r in _proper_runs(t) if not set(r) & set(noun)]
+        if runs:
+            values = tuple(frozenset(r) for r in runs)
+            out[key] = Frame(key, True, values, ", ".join(" ".join(r) for r in runs))
     return out
 
 
@@ -448,6 +572,10 @@ def _compare(old: Frame, new: Frame, old_text: _Text, new_text: _Text) -> str | 
         return None  # a name against a Chinese phrase ("MySQL" / "北京机房")
     new_matched = [any(_same(v, w) for w in old.values) for v in new.values]
     old_matched = [any(_same(v, w) for w in new.values) for v in old.values]
+    if old.context and new.context and (not old.context & new.context):
+        return None  # "5 km" of a run, "3 km" of a walk
+    if not old_text.cjk and new.context - old.context:
+        return None  # "2 cups of coffee" / "3 cups of tea"
     negation = old_text.negated != new_text.negated and old.kind != "mode"
     if all(new_matched) and all(old_matched):
         if negation:
@@ -478,7 +606,7 @@ def _content(t: _Text) -> set[str]:
 
 def _ended(old: _Text, new: _Text) -> str | None:
     """The value of ``old`` that ``new`` says has ended ("Sold the Civic"), if any."""
-    if old.other or new.other or old.cjk != new.cjk:
+    if old.owner is None or old.owner != new.owner or old.cjk != new.cjk:
         return None
     old_content = _content(old)
     if new.cjk:

@@ -334,6 +334,8 @@ def _build(predicate: str, match: re.Match[str]) -> Statement | None:
             return None  # "my manager is on holiday": a state, not a value of the slot
         subject = "i" if predicate == "mine" else "we"
         predicate = _subject(groups["x"]).replace(" ", "_")
+        if re.fullmatch(r"\d+ (?:years?|months?|weeks?) old", value):
+            predicate += "_age"  # "our dog is 3 years old": its age, not which dog it is
     subject = _subject(subject)
     if not subject or not predicate:
         return None

@@ -368,3 +368,24 @@ def test_phone_like_runs_are_one_number_but_years_are_not() -> None:
     assert [t.key for t in tokens("from 2019 2020")][-2:] == ["2019", "2020"]
     assert [t.key for t in tokens("at noon")][-1] == "12:00"
     assert [t.key for t in tokens("at midnight")][-1] == "00:00"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "similarity", "verdict"),
+    [
+        # a lone describing word against a name is a quality, not another value
+        ("Our piano teacher is Mrs. Okoye", "Our piano teacher is patient", 0.6, "new"),
+        ("My accountant is Ravi Shah", "My accountant is helpful", 0.6, "new"),
+        ("Our piano teacher is Mrs. Okoye", "Our piano teacher is Mr. Lund now", 0.7, "update"),
+        # "my X is N years old" is X's age, not which X
+        ("My cat is called Miso", "My cat is 4 years old", 0.5, "new"),
+        ("My cat is 4 years old", "My cat is 5 years old now", 0.95, "update"),
+        # two relatives are two subjects, however close the embeddings
+        ("My niece plays the cello", "My nephew plays the cello", 0.95, "new"),
+        # the paraphrase step: another structure, same slot
+        ("I bike to work", "These days I take the tram to work", 0.5, "update"),
+        ("Ana Silva is my boss", "I report to Ana Silva", 0.7, "duplicate"),
+    ],
+)
+def test_third_round_rules(old: str, new: str, similarity: float, verdict: str) -> None:
+    assert compare(old, new, similarity=similarity).verdict == verdict

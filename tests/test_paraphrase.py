@@ -106,9 +106,10 @@ def test_same_value_but_a_changed_time_beside_it_is_no_duplicate() -> None:
 
 def test_frames_read_the_slot_whatever_the_structure() -> None:
     assert set(frames("I report to Omar Haddad")) == {"manager"}
-    assert set(frames("Omar Haddad is my manager")) == {"manager"}
-    assert frames("My wife is vegan") == {}
-    assert frames("我妈的手机号是13500001111") == {}
+    assert "manager" in frames("Omar Haddad is my manager")
+    assert set(frames("My wife is vegan")) == {"wife/diet"}  # her slot, not the speaker's
+    assert set(frames("我妈的手机号是13500001111")) == {"mother/phone_number"}
+    assert frames("He is vegan") == {}  # someone not named: no slot at all
     found = frames("I take the tram to work")["commute"]
     assert found.shown == "tram"
     assert found.single
@@ -120,3 +121,35 @@ def test_compare_asks_paraphrase_only_when_structure_says_new() -> None:
     assert compare("I walk to work", "My sister walks to work", similarity=0.8).verdict == "new"
     # the structural verdict stands when it decides
     assert compare("I live in Lisbon", "I live in Porto now", similarity=0.69).verdict == "update"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        # a relative's slot compares with the same relative's only
+        ("My son is vegetarian", "My son eats meat now", "update"),
+        ("My son is vegetarian", "My daughter eats meat now", None),
+        ("我女儿在育英中学读书", "我女儿转学到了东方中学", "update"),
+        # a number and what it counts, in the same context
+        ("We have 3 cats", "We have 4 cats now", "update"),
+        ("We have 3 cats", "We've got 3 cats", "duplicate"),
+        ("We have 3 cats", "There are 3 cats in our house", None),  # more said: no call
+        ("I drink 2 cups of tea a day", "I drink 3 cups of coffee a day", None),
+        ("I swim 20 laps every morning", "I walk 20 laps around the park", None),
+        ("我们部门有二十个人", "部门扩到了三十个人", "update"),
+        # any "my X is Y" / "Y is my X", not only the lexicon's nouns
+        ("My electricity supplier is Octopus", "Octopus is our electricity supplier", "duplicate"),
+        (
+            "My electricity supplier is Octopus",
+            "We switched, EDF is our electricity supplier",
+            "update",
+        ),
+    ],
+)
+def test_owners_quantities_and_any_noun(old: str, new: str, verdict: str | None) -> None:
+    assert _verdict(old, new) == verdict
+
+
+def test_a_thing_s_slot_is_not_the_speaker_s() -> None:
+    assert _verdict("My timezone is CET", "My laptop's timezone is CET") is None
+    assert _verdict("My timezone is CET", "The build server runs on CET") is None
