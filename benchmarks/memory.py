@@ -18,9 +18,10 @@ misses were looked at), ``…_heldout4`` (written before the rules held-out 3's 
 to, run once blind, then its misses were looked at too), ``…_heldout5`` (written after
 those rules, blind at its first run; one more round of rules followed it), ``…_heldout6``
 (99 pairs in phrasings unlike the earlier sets', written before the paraphrase step,
-blind at its first run, then the paraphrase lexicon was written looking at it) and
+blind at its first run, then the paraphrase lexicon was written looking at it),
 ``…_heldout7`` (50 pairs, written before the paraphrase step too, run once blind after
-its first round).
+its first round, then looked at) and ``…_heldout8`` (48 pairs, written before the
+paraphrase step's second round, run once blind after it).
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -95,7 +96,8 @@ SETS = {
     "held-out 4 (seen)": "memory_pairs_heldout4.jsonl",
     "held-out 5 (seen)": "memory_pairs_heldout5.jsonl",
     "held-out 6 (seen)": "memory_pairs_heldout6.jsonl",
-    "held-out 7": "memory_pairs_heldout7.jsonl",
+    "held-out 7 (seen)": "memory_pairs_heldout7.jsonl",
+    "held-out 8": "memory_pairs_heldout8.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
