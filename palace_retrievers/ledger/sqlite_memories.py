@@ -42,6 +42,10 @@ _owner = memory_rows.owner
 
 log = logging.getLogger(__name__)
 
+#: Seconds counting a memory access waits for the ledger (this process's lock, then
+#: another connection's write) before it gives up on the count.
+TOUCH_WAIT = 0.05
+
 
 def stamp(value: datetime) -> str:
     """A fixed-width ISO-8601 string in UTC (``2026-03-01T09:00:00.000000+00:00``)."""
@@ -130,14 +134,16 @@ class SQLiteMemoryStore(MemoryStore):
     def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
         """Count the accesses, unless that means waiting: a search calls this, and a
         search does not wait behind another thread's or process's write transaction
-        (SQLite's busy timeout) for a counter. Skipped (logged at debug) when busy."""
-        if not ids or not self._lock.acquire(blocking=False):
-            if ids:
-                log.debug("memory accesses not counted: another thread is writing")
+        (SQLite's busy timeout, 30 s) for a counter. It waits :data:`TOUCH_WAIT` at most
+        (another search's read or count is over by then), then skips (logged at debug)."""
+        if not ids:
+            return
+        if not self._lock.acquire(timeout=TOUCH_WAIT):
+            log.debug("memory accesses not counted: another thread holds the ledger")
             return
         try:
             waits = self._db.execute("PRAGMA busy_timeout").fetchone()[0]
-            self._db.execute("PRAGMA busy_timeout = 0")
+            self._db.execute(f"PRAGMA busy_timeout = {int(TOUCH_WAIT * 1000)}")
             try:
                 with self._write(bump=False) as db:
                     db.executemany(
