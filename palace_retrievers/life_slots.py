@@ -117,6 +117,13 @@ _DIET = _modes(
     (r"\beats? (?:any )?meat\b|吃肉", "omnivore"),
     (r"\bketo\b|生酮", "keto"),
 )
+_SHIFTS = _modes(
+    (r"\bnight shifts?\b|\bnights\b|\bgraveyard\b|夜班|晚班", "night"),
+    (r"\bday shifts?\b|\bdays\b|白班", "day"),
+    (r"\bevening shifts?\b|\bswing shifts?\b|\bevenings\b|中班", "evening"),
+    (r"\bearly shifts?\b|早班", "early"),
+    (r"\blate shifts?\b", "late"),
+)
 _TIMEZONES = _modes(
     (r"\bpacific\b|\bpst\b|\bpdt\b", "pacific"),
     (r"\beastern\b|\best\b|\bedt\b", "eastern"),
@@ -148,7 +155,7 @@ _ZH_PROVIDERS = {
     "landlord": "房东",
     "lawyer": "律师",
     "accountant": "会计",
-    "hairdresser": "理发师|发型师",
+    "hairdresser": "理发师|发型师|理发|剪头发|剪头",
     "trainer": "私教|健身教练",
 }
 #: Meetings and rituals of a team, each its own slot of times and days.
@@ -289,9 +296,23 @@ CONCEPTS: tuple[Concept, ...] = (
         strict=True,
     ),
     _concept(
+        "age",
+        "count",
+        r"^i(?:'m| am) \d{1,3}\b|\bturned \d{1,3}\b|\bmy age\b|\b\d{1,3} years old\b",
+        r"\d{1,3}岁",
+    ),
+    _concept(
+        "shift",
+        "mode",
+        r"\bshifts?\b|\bwork (?:nights|days|evenings)\b",
+        r"夜班|白班|晚班|早班|中班",
+        modes=_SHIFTS,
+    ),
+    _concept(
         "learning",
         "words",
         r"\b(?:learn(?:s|ing|ed|t)?|study(?:ing)?|studies)\b",
+        r"(?:在|正在|开始)学(?!校|生|期)|学习",
         single=False,
         noise="learn learns learning learned learnt study studying studies to",
     ),

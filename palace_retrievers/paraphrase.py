@@ -25,6 +25,7 @@ qualifiers agree; and when nothing decides, :func:`judge` answers ``None``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -104,13 +105,41 @@ _PERIOD_WORDS = frozenset(
 #: Group nouns: "我们团队" and "我们组" are one team.
 _ZH_GROUPS = re.compile("团队|组|部门|公司|项目组|小组|科室")
 #: A number and what it counts or measures: "8 engineers", "5 km", "十个人".
-_COUNTED_ZH = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?:个|名|位)?(?P<what>[\u4e00-\u9fff])")
+_COUNTED_ZH = re.compile(
+    r"(?P<num>\d+(?:\.\d+)?|[一二两三四五六七八九十百]+)\s*(?:个|名|位)?(?P<what>[\u4e00-\u9fff])"
+)
 #: "my X is Y", "Y is our X": any noun of the speaker's, not only the lexicon's.
 _NOUN_IS = re.compile(
     r"\b(?:my|our)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?) (?:is|are)\b"
 )
 _IS_NOUN = re.compile(
     r"\b(?:is|are) (?:my|our)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?)\W*$"
+)
+_ZH_ME = "(?:我们家|我家|我们|我)"
+_ZH_NOUN_PATTERNS = (
+    re.compile(rf"^{_ZH_ME}的?(?P<n>[\u4e00-\u9fff]{{2,4}}?)(?:是|叫)(?P<v>[^，。,；;]+)$"),
+    re.compile(rf"^(?P<v>[^，。,；;]+?)是{_ZH_ME}的(?P<n>[\u4e00-\u9fff]{{2,4}})$"),
+    re.compile("换了?(?:个|一个)?新?的?(?P<n>[\u4e00-\u9fff]{2,4})[，,] ?(?P<v>[^，。,；;]+)$"),
+)
+_STRONG_CHANGE = re.compile(
+    r"\b(?:switched|switch|changed|replaced|instead|no longer|anymore|any more|moved|"
+    r"upgraded|swapped|went with|go with|going with)\b"
+)
+_WEAK_CHANGE = re.compile(r"\b(?:now|these days|nowadays|lately|started|starting)\b")
+_EVENT = re.compile(
+    r"\b(?:visited|met|saw|went|bought|watched|attended|ate|had|took|got|tried|won|lost)\b"
+)
+#: Verbs that say little about what: "I get / grab / have lunch at ...".
+_LIGHT = frozenset(
+    lemma(w) for w in words("get got grab have has had take took go went do did make use buy pick")
+)
+#: Verbs of things one holds many of at once.
+_MANY = frozenset(
+    lemma(w)
+    for w in words(
+        "like love enjoy hate own visit eat drink play read watch learn speak know cook "
+        "collect travel follow support listen"
+    )
 )
 _PEOPLE = frozenset(
     words(
@@ -123,14 +152,16 @@ _ZH_NOISE = re.compile(
     "我们|咱们|你们|他们|她们|我|你|他|她|的|了|是|在|把|被|给|向|跟|和|也|都|还|就|才|又|再|"
     "换成|改成|改为|变成|换了|改用|换|改|用|新的|一辆|一部|一台|一个|一家|一位|"
     "现在|最近|已经|全部|每天|每周|每个月|每月|上个月|这个月|去年|今年|上周|这周|直接|直属|"
-    "一直|目前|一般|平时|通常|去|叫|到|" + _KIN_ZH.pattern + "|"
+    "一直|目前|一般|平时|通常|去|叫|只|一共|总共|扩到|增加到|减少到|降到|涨到|到|"
+    + _KIN_ZH.pattern
+    + "|"
     "[a-z]{3}(?= |$)|\\d+|\\s"
 )
 _ZH_PERSON = re.compile(
     "(?<![\u4e00-\u9fff])[小老](?:[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯]"
     "(?![\u4e00-\u9fff]))|[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏"
     "魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵"
-    "钱严覃武戴莫孔汤](?:总|经理|老师|医生|教授|主任|老板|主管|组长|工)"
+    "钱严覃武戴莫孔汤](?:总|经理|老师|医生|教授|主任|老板|主管|组长|工|阿姨|叔叔|师傅)"
 )
 _ZH_AMOUNT = re.compile(
     r"(\d+(?:\.\d+)?|[一二两三四五六七八九十]+)\s*(万|千)([一二三四五六七八九])?(?![个月年天次])"
@@ -138,13 +169,15 @@ _ZH_AMOUNT = re.compile(
 _EN_END = re.compile(
     r"\b(?:sold|sell(?:ing)?|gave up|give up|giving up|quit|dropped|stopped(?: using)?|left|"
     r"replaced|swapped(?: out)?|ditched|cancell?ed|moved out of|moved away from|moved from|"
-    r"switched (?:away )?from|changed from|got rid of|traded in|broke up with)\s+"
+    r"switched (?:away )?from|changed from|got rid of|traded in|broke up with"
+    r"|(?:switched|moved|changed|migrated|went|upgraded|transferred)(?: \w+){0,3}? from)\s+"
     r"(?:(?:my|our|the|a|an)\s+)?(?P<o>[^,.;!?]{1,40})"
 )
 _ZH_END = re.compile(
     "把(?P<o>[^，,。把]{1,8}?)(?:卖|换掉|退|取消|停|辞)"
     "|(?P<o2>[^，,。]{1,6}?)(?:调走|离职|辞职|卖了|卖掉|退了|取消了|不干)"
     "|(?:不再|辞掉|离开|退掉|放弃|戒了|取消|卖了|卖掉|不用)(?P<o3>[^，,。]{1,8})"
+    "|不(?P<o4>[\u4e00-\u9fff]{1,5}?)了"
 )
 #: Words too common to be the value an end cue names ("I left work early").
 _GENERIC = frozenset(
@@ -208,7 +241,9 @@ class _Text:
     typed: tuple[str, ...]  # the times, dates and numbers, sorted
 
 
+@functools.lru_cache(maxsize=4096)
 def _text(text: str) -> _Text:
+    """A memory read once (cached: a new memory meets several candidates in a row)."""
     prepared, toks = read(text)
     raw = normalize(text)
     cjk = bool(_CJK.search(prepared))
@@ -409,8 +444,10 @@ def _values(t: _Text, concept: Concept, match: re.Match[str]) -> list[str]:
     if kind == "words":
         return _rest(t, concept, match)
     if t.cjk:
-        if kind == "person":
-            return _ZH_PERSON.findall(t.prepared)
+        if kind == "person":  # 王总, 小李, 张阿姨, or a name in Latin letters ("Tony")
+            return _ZH_PERSON.findall(t.prepared) + [
+                w.lower() for w in re.findall(r"\b[A-Z][a-z]+\b", t.raw)
+            ]
         groups = [v for k, v in match.groupdict().items() if v and k in ("v", "v2", "v3")]
         if groups:
             latin = re.findall(r"[A-Za-z][A-Za-z0-9.+#-]*", groups[0])
@@ -450,9 +487,14 @@ def frames(text: str) -> dict[str, Frame]:
     >>> sorted(frames("My wife is vegetarian"))
     ['wife/diet']
     """
+    return dict(_frames(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _frames(text: str) -> tuple[tuple[str, Frame], ...]:
     t = _text(text)
     if t.owner is None:
-        return {}
+        return ()
     found: list[tuple[Concept, re.Match[str]]] = []
     for concept in CONCEPTS:
         pattern = concept.zh if t.cjk else concept.en
@@ -488,21 +530,27 @@ def frames(text: str) -> dict[str, Frame]:
                 concept.kind,
                 concept.strict,
             )
-    return out
+    return tuple(out.items())
 
 
 def _quantities(t: _Text) -> dict[str, Frame]:
     """A number and what it counts, with the text's other words as the context."""
     out: dict[str, Frame] = {}
     if t.cjk:
-        rest = _ZH_NOISE.sub(" ", _COUNTED_ZH.sub(" ", t.prepared))
-        context = frozenset(a for run in rest.split() if len(run) > 1 for a in _atoms(run))
+        rest = _ZH_NOISE.sub(" ", _ZH_GROUPS.sub(" ", _COUNTED_ZH.sub(" ", t.prepared)))
+        context = frozenset(a for run in rest.split() if _CJK.search(run) for a in _atoms(run))
         groups = frozenset({"<group>"}) if _ZH_GROUPS.search(t.prepared) else frozenset()
         for m in _COUNTED_ZH.finditer(t.prepared):
             if m.group("what") in "次点月年日号岁周天楼层块元":
                 continue  # how often, a time, a date, an age, a floor, an amount
+            number = m.group("num")
+            value = number if number[0].isdigit() else str(zh_number(number))
+            if value == "None" or m.group("what") in "个名位":
+                continue
+            if value == "1" and m.group("what") in "家辆部台只本张条件间所":
+                continue  # 一家银行: "a bank", not a count
             key = f"qty:{m.group('what')}"
-            out[key] = Frame(key, True, (frozenset({m.group("num")}),), m.group(0), "count",
+            out[key] = Frame(key, True, (frozenset({value}),), m.group(0), "count",
                              context=context | groups)  # fmt: skip
         return out
     toks = t.toks
@@ -528,10 +576,30 @@ def _quantities(t: _Text) -> dict[str, Frame]:
     return out
 
 
+def _zh_nouns(t: _Text) -> dict[str, Frame]:
+    """我的车牌号是沪A12345 / 我车牌是沪A12345 / 我换了新车牌，沪B67890."""
+    out: dict[str, Frame] = {}
+    for pattern in _ZH_NOUN_PATTERNS:
+        m = pattern.search(t.prepared)
+        if (
+            m is None
+            or _KIN_ZH.search(m.group("n"))
+            or re.search("[的用在是有去做叫了]", m.group("n"))
+        ):
+            continue  # a relative's, or no noun at all (我们用的是...)
+        value = m.group("v")
+        latin = re.findall(r"[A-Za-z0-9][A-Za-z0-9.+#-]*", value)
+        values = [w.lower() for w in latin] or _zh_words(value)
+        if values:
+            key = "noun:" + m.group("n")
+            out[key] = Frame(key, True, tuple(_atoms(v) for v in values), ", ".join(values))
+    return out
+
+
 def _nouns(t: _Text) -> dict[str, Frame]:
     """ "My internet provider is Comcast" / "Comcast is our internet provider"."""
     if t.cjk:
-        return {}
+        return _zh_nouns(t)
     out: dict[str, Frame] = {}
     for pattern in (_NOUN_IS, _IS_NOUN):
         m = pattern.search(t.low)
@@ -574,8 +642,8 @@ def _compare(old: Frame, new: Frame, old_text: _Text, new_text: _Text) -> str | 
     old_matched = [any(_same(v, w) for w in new.values) for v in old.values]
     if old.context and new.context and (not old.context & new.context):
         return None  # "5 km" of a run, "3 km" of a walk
-    if not old_text.cjk and new.context - old.context:
-        return None  # "2 cups of coffee" / "3 cups of tea"
+    if new.context - old.context:
+        return None  # "2 cups of coffee" / "3 cups of tea", 两杯咖啡 / 两杯水
     negation = old_text.negated != new_text.negated and old.kind != "mode"
     if all(new_matched) and all(old_matched):
         if negation:
@@ -610,7 +678,7 @@ def _ended(old: _Text, new: _Text) -> str | None:
         return None
     old_content = _content(old)
     if new.cjk:
-        for m in _ZH_END.finditer(new.prepared):
+        for m in _ZH_END.finditer(new.raw):  # the raw text: 了 is kept
             obj = next((g for g in m.groups() if g), "")
             atoms = {a for run in _ZH_NOISE.sub(" ", obj).split() for a in _atoms(run)}
             hit = atoms & old_content
@@ -636,6 +704,69 @@ def _ended(old: _Text, new: _Text) -> str | None:
     return None
 
 
+def _pairs(old: dict[str, Frame], new: dict[str, Frame]) -> list[tuple[str, str]]:
+    """Frames of one slot: the same name, or two nouns one of which begins the other
+    (车牌号 / 车牌: the head comes first in these compounds of a thing and its part)."""
+    out = [(name, name) for name in old.keys() & new.keys()]
+    for a in old:
+        for b in new:
+            if a != b and a.startswith("noun:") and b.startswith("noun:"):
+                x, y = a[5:], b[5:]
+                if (
+                    _CJK.match(x)
+                    and min(len(x), len(y)) >= 2
+                    and (x.startswith(y) or y.startswith(x))
+                ):
+                    out.append((a, b))
+    return out
+
+
+def _moved_on(old: _Text, new: _Text) -> str | None:
+    """Another named value on the same topic, with a cue that things changed: "I shop at
+    Trader Joe's for groceries" / "I get my groceries at Whole Foods now". No lexicon:
+    the topic is the words outside the names, and everything the new text is about must
+    be in the old one."""
+    if old.cjk or new.cjk or old.owner is None or old.owner != new.owner:
+        return None
+    strong = _STRONG_CHANGE.search(new.low)
+    if not strong and not _WEAK_CHANGE.search(new.low):
+        return None
+    if _EVENT.search(old.low):
+        return None  # "I visited Paris": an event, not a standing fact
+    old_runs, new_runs = _object_runs(old), _object_runs(new)
+    if not old_runs or not new_runs:
+        return None
+    if any(_same(frozenset(a), frozenset(b)) for a in old_runs for b in new_runs):
+        return None
+    old_topic, new_topic = _topic(old, old_runs), _topic(new, new_runs)
+    if not new_topic or not new_topic <= old_topic:
+        return None
+    if not strong and any(tok.key in _MANY for tok in (*old.toks, *new.toks)):
+        return None  # "I like X" / "I like Y now": one more liked thing, perhaps
+    return ", ".join(" ".join(r) for r in new_runs)
+
+
+def _object_runs(t: _Text) -> list[tuple[str, ...]]:
+    """Names that are not the sentence's subject ("Maria is away": Maria is the subject)."""
+    first = t.prepared[t.toks[0].start : t.toks[0].end].lower() if t.toks else ""
+    return [r for r in _proper_runs(t) if r[0] != first]
+
+
+def _topic(t: _Text, runs: list[tuple[str, ...]]) -> frozenset[str]:
+    named = {w for r in runs for w in r}
+    return frozenset(
+        tok.key
+        for tok in t.toks
+        if tok.kind == "word"
+        and tok.word not in _STOP
+        and tok.word.lower() not in named
+        and tok.key not in _CHANGE
+        and tok.key not in _PRONOUNS
+        and tok.key not in _PERIOD_WORDS
+        and tok.key not in _LIGHT
+    )
+
+
 def judge(old_text: str, new_text: str) -> Judgement | None:
     """Whether ``new_text`` updates or duplicates ``old_text`` by paraphrase, or ``None``.
 
@@ -650,10 +781,13 @@ def judge(old_text: str, new_text: str) -> Judgement | None:
     ended = _ended(old, new)
     if ended is not None:
         return Judgement("update", "the new text ends the old value", ended, None, None)
+    moved = _moved_on(old, new)
+    if moved is not None:
+        return Judgement("update", "another name on the same topic, and a change cue", None, moved)
     old_frames, new_frames = frames(old_text), frames(new_text)
     verdicts: dict[str, tuple[str, Frame, Frame]] = {}
-    for name in old_frames.keys() & new_frames.keys():
-        a, b = old_frames[name], new_frames[name]
+    for name, other in _pairs(old_frames, new_frames):
+        a, b = old_frames[name], new_frames[other]
         if _apart(old, new, a):
             continue  # a work and a personal e-mail, a monthly and a yearly salary
         verdict = _compare(a, b, old, new)

@@ -422,6 +422,8 @@ def slots_match(a: str, b: str) -> bool:
         return False
     if subject_a == subject_b:
         return True
+    if predicate_a in ("time", "date") and _same_activity(subject_a, subject_b):
+        return True
     if "my" in subject_a.split() + subject_b.split() or re.search(
         "[我你他她]", subject_a + subject_b
     ):
@@ -431,6 +433,32 @@ def slots_match(a: str, b: str) -> bool:
         return subject_a.endswith(subject_b) or subject_b.endswith(subject_a)
     wa = [w for w in subject_a.split() if w not in _GENERIC_MODIFIERS] or subject_a.split()
     wb = [w for w in subject_b.split() if w not in _GENERIC_MODIFIERS] or subject_b.split()
+    if not wa or not wb or wa[-1] != wb[-1]:
+        return False
+    short, long = (wa, wb) if len(wa) <= len(wb) else (wb, wa)
+    return set(short) <= set(long)
+
+
+#: Words around an activity that name no other activity: "my yoga class" is "yoga".
+_ACTIVITY_NOISE = frozenset(words("class classes session sessions lesson lessons practice"))
+_LEAD_IN = re.compile(r"^(?:my|our|i do|we do|i have|we have|i go to|we go to|i take|we take) ")
+_PEOPLE = frozenset(
+    words(
+        "wife husband partner brother sister mom mum mother dad father parent son daughter "
+        "kid kids child children friend colleague cousin aunt uncle boss manager"
+    )
+)
+
+
+def _same_activity(a: str, b: str) -> bool:
+    """Two subjects of a time or date naming one activity of the speaker's (``my yoga
+    class`` / ``yoga`` / ``i do yoga``), no other person's."""
+    if (set(a.split()) | set(b.split())) & _PEOPLE or re.search("[\u4e00-\u9fff]", a + b):
+        return False
+    wa, wb = (
+        [w for w in _LEAD_IN.sub("", x).split() if w not in _GENERIC_MODIFIERS | _ACTIVITY_NOISE]
+        for x in (a, b)
+    )
     if not wa or not wb or wa[-1] != wb[-1]:
         return False
     short, long = (wa, wb) if len(wa) <= len(wb) else (wb, wa)

@@ -153,3 +153,48 @@ def test_owners_quantities_and_any_noun(old: str, new: str, verdict: str | None)
 def test_a_thing_s_slot_is_not_the_speaker_s() -> None:
     assert _verdict("My timezone is CET", "My laptop's timezone is CET") is None
     assert _verdict("My timezone is CET", "The build server runs on CET") is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        # "moved ... from X": X has ended
+        ("My VPN is Mullvad", "I moved my VPN from Mullvad to Proton", "update"),
+        # another name on the same topic with a change cue, no lexicon needed
+        (
+            "I buy my running shoes at Decathlon",
+            "I get my running shoes from REI these days",
+            "update",
+        ),
+        # ... but not an event, a liked thing, or a name that is the subject
+        ("I visited Kyoto in 2019", "I'm visiting Osaka now", None),
+        ("I like Pixar films", "I now like Ghibli films", None),
+        ("Marta is on leave", "Jonas is on leave now", None),
+        ("I buy my running shoes at Decathlon", "I buy my groceries at Lidl now", None),
+        # Chinese counts, numerals included, in the same context
+        ("我每天喝三杯茶", "我现在每天只喝一杯茶", "update"),
+        ("我每天喝三杯茶", "我每天喝三杯水", None),
+        # any 我的X是Y, with a noun that begins the other (邮政编码 / 邮政)
+        ("我的邮编是100080", "我邮编是100080", "duplicate"),
+        ("我的邮编是100080", "我换了新邮编，100190", "update"),
+        # 不…了: no longer
+        ("我在学日语", "我不学日语了", "update"),
+        ("我在学日语", "我在学法语", "new"),
+    ],
+)
+def test_third_round(old: str, new: str, verdict: str | None) -> None:
+    assert _verdict(old, new) == verdict
+
+
+def test_an_activity_s_time_is_one_slot_however_it_is_named() -> None:
+    match = compare("My pottery class is on Wednesdays", "Pottery moved to Fridays", similarity=0.7)
+    assert match.verdict == "update"
+    match = compare(
+        "My pottery class is on Wednesdays", "I do pottery on Wednesdays", similarity=0.9
+    )
+    assert match.verdict == "duplicate"
+    # another person's class is another slot
+    match = compare(
+        "My pottery class is on Wednesdays", "My son's pottery class is on Fridays", similarity=0.8
+    )
+    assert match.verdict == "new"
