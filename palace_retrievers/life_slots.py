@@ -156,7 +156,7 @@ _ZH_PROVIDERS = {
     "lawyer": "律师",
     "accountant": "会计",
     "hairdresser": "理发师|发型师|理发|剪头发|剪头",
-    "trainer": "私教|健身教练",
+    "trainer": "私人教练|私教|健身教练",
 }
 #: Meetings and rituals of a team, each its own slot of times and days.
 _EVENTS = {
@@ -294,6 +294,20 @@ CONCEPTS: tuple[Concept, ...] = (
         r"\bmy desk\b|\bi sit\b|\bmy (?:seat|cubicle) is\b",
         r"工位|座位",
         strict=True,
+    ),
+    *(
+        _concept(
+            f"meal:{meal}",
+            "words",
+            rf"\bfor {meal}\b|\b{meal} is\b|\b(?:eat|have|had|grab) {meal}\b",
+            zh,
+            noise=f"{meal} for eat eats have has usually",
+        )
+        for meal, zh in (
+            ("breakfast", "早饭|早餐"),
+            ("lunch", "午饭|午餐|中饭"),
+            ("dinner", "晚饭|晚餐"),
+        )
     ),
     _concept(
         "age",

@@ -390,7 +390,7 @@ def compare(
     match = _structural(old_text, new_text, similarity, duplicate_threshold, supersede_threshold)
     if match.verdict != "new":
         return match
-    judged = paraphrase.judge(old_text, new_text)
+    judged = paraphrase.judge(old_text, new_text, agreement=similarity >= supersede_threshold)
     if judged is None or judged.verdict == "new":
         return match
     return Match(judged.verdict, judged.reason, judged.old_value, judged.new_value)
@@ -477,7 +477,7 @@ def _slot_verdict(a: Statement, b: Statement, old_text: str, new_text: str) -> M
     old_value = old_text[a.span[0] : a.span[1]] if a.span else a.value
     new_value = new_text[b.span[0] : b.span[1]] if b.span else b.value
     if _quality(old_value) != _quality(new_value) and any(
-        c.isupper() for c in old_value + new_value
+        c.isupper() or c.isdigit() for c in old_value + new_value
     ):
         return Match("new", 'a quality against a name ("is strict" / "is Mr. Brown")')
     if sorted(a.value_key.split()) == sorted(b.value_key.split()):

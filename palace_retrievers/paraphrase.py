@@ -110,28 +110,43 @@ _COUNTED_ZH = re.compile(
 )
 #: "my X is Y", "Y is our X": any noun of the speaker's, not only the lexicon's.
 _NOUN_IS = re.compile(
-    r"\b(?:my|our)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?) (?:is|are)\b"
+    r"\b(?:my|our|the)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?) (?:is|are)\b"
+)
+_NOUN_TO = re.compile(
+    r"\b(?:changed|switched|updated|set|moved|reset) (?:my|our|the) (?P<n>[a-z]+(?: [a-z]+)?) to\b"
 )
 _IS_NOUN = re.compile(
     r"\b(?:is|are) (?:my|our)(?: new| current| main| usual)? (?P<n>[a-z]+(?: [a-z]+)?)\W*$"
 )
 _ZH_ME = "(?:我们家|我家|我们|我)"
 _ZH_NOUN_PATTERNS = (
-    re.compile(rf"^{_ZH_ME}的?(?P<n>[\u4e00-\u9fff]{{2,4}}?)(?:是|叫)(?P<v>[^，。,；;]+)$"),
+    re.compile(
+        rf"^{_ZH_ME}的?(?P<n>[\u4e00-\u9fff]{{1,4}}?)(?:的?名字)?(?:是|叫)(?P<v>[^，。,；;]+)$"
+    ),
     re.compile(rf"^(?P<v>[^，。,；;]+?)是{_ZH_ME}的(?P<n>[\u4e00-\u9fff]{{2,4}})$"),
     re.compile("换了?(?:个|一个)?新?的?(?P<n>[\u4e00-\u9fff]{2,4})[，,] ?(?P<v>[^，。,；;]+)$"),
+)
+#: Where a thing of the speaker's is: 我们公司在望京 / 公司搬到了中关村.
+_ZH_WHERE = re.compile(
+    rf"^{_ZH_ME}?的?(?P<n>[\u4e00-\u9fff]{{2,4}}?)(?:的(?:办公室|地址|位置))?"
+    r"(?:在|位于|搬到|搬去|迁到|迁往)(?P<v>[^，。,；;\s]{2,8})$"
 )
 _STRONG_CHANGE = re.compile(
     r"\b(?:switched|switch|changed|replaced|instead|no longer|anymore|any more|moved|"
     r"upgraded|swapped|went with|go with|going with)\b"
 )
+_ORDERED = re.compile(r"\b(?:over|than|instead of|rather than|versus|vs)\b|\bfrom\b.*\bto\b")
 _WEAK_CHANGE = re.compile(r"\b(?:now|these days|nowadays|lately|started|starting)\b")
 _EVENT = re.compile(
     r"\b(?:visited|met|saw|went|bought|watched|attended|ate|had|took|got|tried|won|lost)\b"
 )
 #: Verbs that say little about what: "I get / grab / have lunch at ...".
 _LIGHT = frozenset(
-    lemma(w) for w in words("get got grab have has had take took go went do did make use buy pick")
+    lemma(w)
+    for w in words(
+        "get got grab have has had take took go went do did make use buy pick order ordering "
+        "purchase where"
+    )
 )
 #: Verbs of things one holds many of at once.
 _MANY = frozenset(
@@ -149,17 +164,16 @@ _PEOPLE = frozenset(
     )
 )
 _ZH_NOISE = re.compile(
-    "我们|咱们|你们|他们|她们|我|你|他|她|的|了|是|在|把|被|给|向|跟|和|也|都|还|就|才|又|再|"
+    "我们|咱们|你们|他们|她们|我|你|他|她|的|了|是|在|把|被|给|向|跟|"
     "换成|改成|改为|变成|换了|改用|换|改|用|新的|一辆|一部|一台|一个|一家|一位|"
     "现在|最近|已经|全部|每天|每周|每个月|每月|上个月|这个月|去年|今年|上周|这周|直接|直属|"
-    "一直|目前|一般|平时|通常|去|叫|只|一共|总共|扩到|增加到|减少到|降到|涨到|到|"
+    "一直|目前|一般|平时|通常|去|叫|一共|总共|扩到|增加到|减少到|降到|涨到|到|"
     + _KIN_ZH.pattern
     + "|"
     "[a-z]{3}(?= |$)|\\d+|\\s"
 )
 _ZH_PERSON = re.compile(
-    "(?<![\u4e00-\u9fff])[小老](?:[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯]"
-    "(?![\u4e00-\u9fff]))|[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏"
+    "[小老][王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯]|[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏"
     "魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵"
     "钱严覃武戴莫孔汤](?:总|经理|老师|医生|教授|主任|老板|主管|组长|工|阿姨|叔叔|师傅)"
 )
@@ -283,7 +297,11 @@ def _proper_runs(t: _Text) -> list[tuple[str, ...]]:
         if surface.lower().rstrip(".") in _TITLES:
             flags.append(False)
             continue
-        capital = surface[:1].isupper() or any(c.isupper() for c in surface[1:])
+        capital = (
+            surface[:1].isupper()
+            or any(c.isupper() for c in surface[1:])
+            or (any(c.isdigit() for c in surface) and any(c.isalpha() for c in surface))
+        )  # a capital, or letters and digits together (a model, a code, a password)
         before = t.prepared[: tok.start].rstrip()
         after_title = (
             i > 0 and t.prepared[toks[i - 1].start : toks[i - 1].end].lower().rstrip(".") in _TITLES
@@ -330,9 +348,18 @@ def _zh_residual(t: _Text, match: re.Match[str]) -> list[str]:
     return _zh_words(clause)
 
 
+#: Adverbs taken out only where a phrase starts: 我们都去 is 去, but 成都 stays 成都.
+_ZH_ADVERBS = re.compile(r"(?:^|(?<=\s))[也都还就才又再只和]+")
+
+
+def _zh_strip(text: str) -> str:
+    """Chinese text without its function words (each a space)."""
+    return _ZH_ADVERBS.sub(" ", _ZH_NOISE.sub(" ", text))
+
+
 def _zh_words(text: str) -> list[str]:
     """Runs of two or more Chinese characters once function words are out."""
-    return [run for run in _ZH_NOISE.sub(" ", text).split() if len(_CJK.findall(run)) >= 2]
+    return [run for run in _zh_strip(text).split() if len(_CJK.findall(run)) >= 2]
 
 
 def _atoms(value: str) -> frozenset[str]:
@@ -537,7 +564,7 @@ def _quantities(t: _Text) -> dict[str, Frame]:
     """A number and what it counts, with the text's other words as the context."""
     out: dict[str, Frame] = {}
     if t.cjk:
-        rest = _ZH_NOISE.sub(" ", _ZH_GROUPS.sub(" ", _COUNTED_ZH.sub(" ", t.prepared)))
+        rest = _zh_strip(_ZH_GROUPS.sub(" ", _COUNTED_ZH.sub(" ", t.prepared)))
         context = frozenset(a for run in rest.split() if _CJK.search(run) for a in _atoms(run))
         groups = frozenset({"<group>"}) if _ZH_GROUPS.search(t.prepared) else frozenset()
         for m in _COUNTED_ZH.finditer(t.prepared):
@@ -576,16 +603,24 @@ def _quantities(t: _Text) -> dict[str, Frame]:
     return out
 
 
+_ZH_NOT_NOUN = "[的用在是有去做叫了住学吃喝每今明昨天现最]"
+
+
+def _zh_where(t: _Text) -> dict[str, Frame]:
+    m = _ZH_WHERE.search(t.prepared)
+    if m is None or re.search(_ZH_NOT_NOUN, m.group("n")) or _KIN_ZH.search(m.group("n")):
+        return {}
+    values = _zh_words(m.group("v"))
+    key = "where:" + m.group("n")
+    return {key: Frame(key, True, tuple(_atoms(v) for v in values), ", ".join(values))}
+
+
 def _zh_nouns(t: _Text) -> dict[str, Frame]:
     """我的车牌号是沪A12345 / 我车牌是沪A12345 / 我换了新车牌，沪B67890."""
     out: dict[str, Frame] = {}
     for pattern in _ZH_NOUN_PATTERNS:
         m = pattern.search(t.prepared)
-        if (
-            m is None
-            or _KIN_ZH.search(m.group("n"))
-            or re.search("[的用在是有去做叫了]", m.group("n"))
-        ):
+        if m is None or _KIN_ZH.search(m.group("n")) or re.search(_ZH_NOT_NOUN, m.group("n")):
             continue  # a relative's, or no noun at all (我们用的是...)
         value = m.group("v")
         latin = re.findall(r"[A-Za-z0-9][A-Za-z0-9.+#-]*", value)
@@ -599,9 +634,9 @@ def _zh_nouns(t: _Text) -> dict[str, Frame]:
 def _nouns(t: _Text) -> dict[str, Frame]:
     """ "My internet provider is Comcast" / "Comcast is our internet provider"."""
     if t.cjk:
-        return _zh_nouns(t)
+        return {**_zh_nouns(t), **_zh_where(t)}
     out: dict[str, Frame] = {}
-    for pattern in (_NOUN_IS, _IS_NOUN):
+    for pattern in (_NOUN_IS, _IS_NOUN, _NOUN_TO):
         m = pattern.search(t.low)
         if m is None or m.group("n").split()[-1] in _PEOPLE:
             continue
@@ -663,7 +698,7 @@ def _compare(old: Frame, new: Frame, old_text: _Text, new_text: _Text) -> str | 
 
 def _content(t: _Text) -> set[str]:
     if t.cjk:
-        text = _ZH_NOISE.sub(" ", t.prepared)
+        text = _zh_strip(t.prepared)
         return {a for run in text.split() for a in _atoms(run)}
     return {
         tok.key
@@ -680,7 +715,7 @@ def _ended(old: _Text, new: _Text) -> str | None:
     if new.cjk:
         for m in _ZH_END.finditer(new.raw):  # the raw text: 了 is kept
             obj = next((g for g in m.groups() if g), "")
-            atoms = {a for run in _ZH_NOISE.sub(" ", obj).split() for a in _atoms(run)}
+            atoms = {a for run in _zh_strip(obj).split() for a in _atoms(run)}
             hit = atoms & old_content
             if hit and _CJK.search("".join(hit)):
                 return obj.strip()
@@ -746,6 +781,26 @@ def _moved_on(old: _Text, new: _Text) -> str | None:
     return ", ".join(" ".join(r) for r in new_runs)
 
 
+def _restated(old: _Text, new: _Text) -> bool:
+    """The same names and the same topic words in another order ("I buy my coffee beans
+    from Blue Bottle" / "Blue Bottle is where I get my coffee beans"), light verbs aside."""
+    if old.cjk or new.cjk or old.owner is None or old.owner != new.owner:
+        return False
+    if old.negated != new.negated or old.typed != new.typed:
+        return False
+    if any(_ORDERED.search(t.low) for t in (old, new)):
+        return False  # "Python over JavaScript": the order of the names is the meaning
+    old_runs, new_runs = _proper_runs(old), _proper_runs(new)
+    if not old_runs or len(old_runs) != len(new_runs):
+        return False
+    if not all(any(_same(frozenset(a), frozenset(b)) for b in new_runs) for a in old_runs):
+        return False
+    if not all(any(_same(frozenset(a), frozenset(b)) for a in old_runs) for b in new_runs):
+        return False
+    old_topic, new_topic = _topic(old, old_runs), _topic(new, new_runs)
+    return bool(old_topic) and old_topic == new_topic
+
+
 def _object_runs(t: _Text) -> list[tuple[str, ...]]:
     """Names that are not the sentence's subject ("Maria is away": Maria is the subject)."""
     first = t.prepared[t.toks[0].start : t.toks[0].end].lower() if t.toks else ""
@@ -767,8 +822,15 @@ def _topic(t: _Text, runs: list[tuple[str, ...]]) -> frozenset[str]:
     )
 
 
-def judge(old_text: str, new_text: str) -> Judgement | None:
+def judge(old_text: str, new_text: str, *, agreement: bool = True) -> Judgement | None:
     """Whether ``new_text`` updates or duplicates ``old_text`` by paraphrase, or ``None``.
+
+    Args:
+        old_text: The memory kept.
+        new_text: The memory being remembered.
+        agreement: Whether the embeddings agree the texts are close (the caller's
+            similarity at its supersede threshold). The weakest rule, the same names and
+            topic words rearranged with no slot named, calls a duplicate only then.
 
     >>> judge("I report to Susan Lee", "My new manager is David Chen").verdict
     'update'
@@ -784,6 +846,8 @@ def judge(old_text: str, new_text: str) -> Judgement | None:
     moved = _moved_on(old, new)
     if moved is not None:
         return Judgement("update", "another name on the same topic, and a change cue", None, moved)
+    if agreement and _restated(old, new):
+        return Judgement("duplicate", "the same names and the same topic words, rearranged")
     old_frames, new_frames = frames(old_text), frames(new_text)
     verdicts: dict[str, tuple[str, Frame, Frame]] = {}
     for name, other in _pairs(old_frames, new_frames):

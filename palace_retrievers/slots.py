@@ -441,7 +441,13 @@ def slots_match(a: str, b: str) -> bool:
 
 #: Words around an activity that name no other activity: "my yoga class" is "yoga".
 _ACTIVITY_NOISE = frozenset(words("class classes session sessions lesson lessons practice"))
-_LEAD_IN = re.compile(r"^(?:my|our|i do|we do|i have|we have|i go to|we go to|i take|we take) ")
+#: What leads up to an activity: "I take my kids to swim practice" is the swim practice.
+_LEAD_IN = re.compile(
+    r"^(?:(?:i|we) (?:take|bring|drive) (?:my|our) (?:kid|kids|son|daughter|children|child) to "
+    r"|(?:my |our )?(?:kid|kids|son|daughter|children) (?:have|has|go to|goes to) "
+    r"|my |our |i do |we do |i have |we have |i go to |we go to |i take |we take )"
+)
+
 _PEOPLE = frozenset(
     words(
         "wife husband partner brother sister mom mum mother dad father parent son daughter "
@@ -453,8 +459,11 @@ _PEOPLE = frozenset(
 def _same_activity(a: str, b: str) -> bool:
     """Two subjects of a time or date naming one activity of the speaker's (``my yoga
     class`` / ``yoga`` / ``i do yoga``), no other person's."""
-    if (set(a.split()) | set(b.split())) & _PEOPLE or re.search("[\u4e00-\u9fff]", a + b):
+    if re.search("[\u4e00-\u9fff]", a + b):
         return False
+    owners = [set(_LEAD_IN.sub("", x).split()) & _PEOPLE for x in (a, b)]
+    if owners[0] != owners[1]:
+        return False  # "my son's pottery class" is the son's
     wa, wb = (
         [w for w in _LEAD_IN.sub("", x).split() if w not in _GENERIC_MODIFIERS | _ACTIVITY_NOISE]
         for x in (a, b)

@@ -198,3 +198,43 @@ def test_an_activity_s_time_is_one_slot_however_it_is_named() -> None:
         "My pottery class is on Wednesdays", "My son's pottery class is on Fridays", similarity=0.8
     )
     assert match.verdict == "new"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "verdict"),
+    [
+        # function characters go only where a phrase starts: 成都 stays 成都
+        ("我住在成都", "我搬到了西安", "update"),
+        ("我住在成都", "我家在成都", "duplicate"),
+        # letters and digits together are a value; "the X" and "changed the X to" too
+        ("My locker code is k7x9", "I changed the locker code to m2p4", "update"),
+        ("My locker code is k7x9", "The locker code is k7x9", "duplicate"),
+        # the same names and topic words rearranged, but not when the order means something
+        ("I buy my tea from Harney", "Harney is where I get my tea", "duplicate"),
+        ("I prefer Vim over Emacs", "I prefer Emacs over Vim", None),
+        # 我家的X叫Y / X的名字是Y; where a thing is
+        ("我家的兔子叫团团", "我们家兔子的名字是团团", "duplicate"),
+        ("我家的兔子叫团团", "我家的乌龟叫团团", None),
+        ("我们工作室在静安", "工作室搬到了徐汇", "update"),
+        # a meal's usual dish
+        ("I have oatmeal for breakfast", "These days I eat eggs for breakfast", "update"),
+        ("我早饭吃馒头", "我早餐吃馒头", "duplicate"),
+    ],
+)
+def test_fourth_round(old: str, new: str, verdict: str | None) -> None:
+    assert _verdict(old, new) == verdict
+
+
+def test_rearranged_names_need_the_embeddings_to_agree() -> None:
+    old, new = "I buy my tea from Harney", "Harney is where I get my tea"
+    assert judge(old, new, agreement=False) is None
+    assert compare(old, new, similarity=0.6).verdict == "new"
+    assert compare(old, new, similarity=0.9).verdict == "duplicate"
+
+
+def test_a_quality_or_a_lead_in_is_no_new_value() -> None:
+    assert compare("My flight is 6 hours", "My flight is awful", similarity=0.7).verdict == "new"
+    match = compare(
+        "I take my daughter to ballet on Tuesdays", "Ballet is on Thursdays now", similarity=0.7
+    )
+    assert match.verdict == "update"
