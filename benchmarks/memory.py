@@ -21,8 +21,10 @@ those rules, blind at its first run; one more round of rules followed it), ``…
 blind at its first run, then the paraphrase lexicon was written looking at it),
 ``…_heldout7`` (50 pairs, written before the paraphrase step too, run once blind after
 its first round, then looked at), ``…_heldout8`` (48 pairs, written before the
-paraphrase step's second round, run once blind after it, then looked at) and
-``…_heldout9`` (44 pairs, written before its third round, run once blind after it).
+paraphrase step's second round, run once blind after it, then looked at),
+``…_heldout9`` (44 pairs, written before its third round, run once blind after it, then
+looked at) and ``…_heldout10`` (42 pairs, written before its fourth round, run once blind
+after it).
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -99,7 +101,8 @@ SETS = {
     "held-out 6 (seen)": "memory_pairs_heldout6.jsonl",
     "held-out 7 (seen)": "memory_pairs_heldout7.jsonl",
     "held-out 8 (seen)": "memory_pairs_heldout8.jsonl",
-    "held-out 9": "memory_pairs_heldout9.jsonl",
+    "held-out 9 (seen)": "memory_pairs_heldout9.jsonl",
+    "held-out 10": "memory_pairs_heldout10.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
