@@ -33,6 +33,7 @@ from palace_plugins.testing.ledger_graph import GraphStoreTests, fact
 from palace_plugins.testing.ledger_memories import MemoryStoreTests, event, memory
 from palace_plugins.testing.ledger_sources import SourceStoreTests
 from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.ids import source_key
 from palace_retrievers.ledger import Ledger, LedgerStats
 from palace_retrievers.records import Filter
 
@@ -209,12 +210,15 @@ class LedgerTests(DrawerStoreTests, SourceStoreTests, MemoryStoreTests, GraphSto
         )
         ledger.add_triple(fact("Lee", "likes", "tea", user_id="u1"), single_valued=False)
         ledger.add_triple(fact("Lee", "likes", "tea", user_id="u2"), single_valued=False)
+        # A source of u1 with no drawers (an empty file): forgotten with the user too.
+        empty_key = source_key("empty.md", "u1")
+        ledger.replace_source(source(empty_key), [], synthetic_vectors(0), model="m")
         before = ledger.user_rows("u2")
         counts = ledger.forget_user("u1")
         assert counts == {
             "drawers": 3,
             "closets": 1,
-            "sources": 1,
+            "sources": 2,
             "memories": 1,
             "history": 1,
             "triples": 1,
@@ -223,6 +227,7 @@ class LedgerTests(DrawerStoreTests, SourceStoreTests, MemoryStoreTests, GraphSto
         assert set(ledger.user_rows("u1").values()) == {0}
         assert ledger.user_rows("u2") == before
         assert ledger.source_state("w", "theirs.md") is None
+        assert ledger.source_state("w", empty_key) is None
         assert ledger.source_state("w", "shared.md") is not None
         assert sorted(ledger.drawer_ids(Filter(user_id="u2"))) == ["s2", "v"]
         assert ledger.drawer_ids(Filter()) == ["o"]

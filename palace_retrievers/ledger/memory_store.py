@@ -117,7 +117,9 @@ class MemoryStore(ABC):
         """Count one more access of each memory and set ``last_accessed``.
 
         Changes nothing a search or the vector index looks at, so it neither journals
-        the memories for the index nor invalidates readers' caches.
+        the memories for the index nor invalidates readers' caches. Never waits for
+        another write: skipped (logged at debug level) when the ledger is busy, since a
+        search must not stall for a count.
         """
 
     @abstractmethod
@@ -150,8 +152,9 @@ class MemoryStore(ABC):
     @abstractmethod
     def forget_user(self, user_id: str) -> dict[str, int]:
         """Delete everything of ``user_id`` in one transaction: drawers, the closets over
-        them, the sources all of whose drawers were theirs, memories, history, triples
-        and entities. The vector indexes follow through the journal.
+        them, the sources all of whose drawers were theirs and the user's sources with no
+        drawers left, memories, history, triples and entities. The vector indexes follow
+        through the journal.
 
         Returns:
             Rows deleted per table: ``drawers``, ``closets``, ``sources``, ``memories``,
