@@ -247,7 +247,7 @@ CONCEPTS: tuple[Concept, ...] = (
     _concept(
         "car",
         "name",
-        r"\bdriv(?:e|es|ing)\b|\bmy (?:new )?car\b|\bcar is\b",
+        r"\bdriv(?:e|es|ing)\b|\bmy (?:new )?car\b(?! (?!is\b|was\b)[a-z]+)|\bcar is\b",
         r"车是|开(?:一辆|的是|着|辆)|(?:买|换)了?(?:一辆|辆)",
         verb=True,
     ),

@@ -78,6 +78,14 @@ _SELF = re.compile(
     r"|^(?:got|sold|bought|moved|switched|started|changed|upgraded|joined|left|quit)\b"
 )
 _PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it", "be"})
+_CALENDAR = frozenset(
+    words(
+        "january february march april may june july august september october november "
+        "december jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday "
+        "thursday friday saturday sunday mondays tuesdays wednesdays thursdays fridays "
+        "saturdays sundays"
+    )
+)
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "prof", "dr.", "mr.", "mrs.", "ms.", "sir"})
 #: Which one of several of a kind: a strict slot compares only when these agree.
 _KIND_QUALIFIERS = (
@@ -294,8 +302,8 @@ def _proper_runs(t: _Text) -> list[tuple[str, ...]]:
         if tok.kind in ("time", "date") or tok.key in _PRONOUNS or tok.word in _PRONOUNS:
             flags.append(False)  # "We're": a pronoun, even with a capital
             continue
-        if surface.lower().rstrip(".") in _TITLES:
-            flags.append(False)
+        if surface.lower().rstrip(".") in _TITLES or surface.lower() in _CALENDAR:
+            flags.append(False)  # a title, a month or a day is no name ("renews in June")
             continue
         capital = (
             surface[:1].isupper()

@@ -238,3 +238,9 @@ def test_a_quality_or_a_lead_in_is_no_new_value() -> None:
         "I take my daughter to ballet on Tuesdays", "Ballet is on Thursdays now", similarity=0.7
     )
     assert match.verdict == "update"
+
+
+def test_a_month_is_no_name_and_a_compound_is_another_thing() -> None:
+    assert _verdict("My gym membership is with Anytime", "My gym membership renews in May") is None
+    assert _verdict("My car is a Mazda 3", "My car insurance is with Aviva") is None
+    assert _verdict("My car is a Mazda 3", "My new car is a Kia Niro") == "update"
