@@ -107,6 +107,17 @@ class SearchConfig:
     rrf_k: int = field(default=60, metadata=_doc("the k of reciprocal-rank fusion"))
     bm25_k1: float = field(default=1.5, metadata=_doc("BM25 term-frequency saturation"))
     bm25_b: float = field(default=0.75, metadata=_doc("BM25 length normalisation"))
+    bm25_context_window: int = field(
+        default=2,
+        metadata=_doc(
+            "a drawer's BM25 counts the terms of the chunks this many positions either "
+            "side of it (same source) too; 0: its own terms only"
+        ),
+    )
+    bm25_context_weight: float = field(
+        default=0.5,
+        metadata=_doc("weight of a neighbour's terms in a drawer's BM25 (its own weigh 1)"),
+    )
     stop_words: bool = field(default=True, metadata=_doc("drop stop words from BM25 terms"))
     stemming: bool = field(default=True, metadata=_doc("light English suffix stemming for BM25"))
     neighbour_weight: float = field(
@@ -163,15 +174,25 @@ class SearchConfig:
             "context_weight",
             "speaker_weight",
             "source_weight",
+            "bm25_context_weight",
         ):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"search.{name} must lie in [0, 1], not {getattr(self, name)}")
         if self.vector_weight + self.bm25_weight <= 0:
             raise ConfigError("search.vector_weight and search.bm25_weight cannot both be 0")
-        if min(self.bm25_k1, self.grep_neighbours, self.context_window, self.expand_neighbours) < 0:
+        if (
+            min(
+                self.bm25_k1,
+                self.grep_neighbours,
+                self.context_window,
+                self.expand_neighbours,
+                self.bm25_context_window,
+            )
+            < 0
+        ):
             raise ConfigError(
-                "search.bm25_k1, search.grep_neighbours, search.context_window and "
-                "search.expand_neighbours cannot be negative"
+                "search.bm25_k1, search.grep_neighbours, search.context_window, "
+                "search.expand_neighbours and search.bm25_context_window cannot be negative"
             )
         for name, allowed in (
             ("fusion", FUSIONS),

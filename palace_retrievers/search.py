@@ -14,7 +14,9 @@ Stages, in order (every knob is a ``[search]`` key of ``palace.toml``, see
    fails, changes nothing: the stage is skipped (and the failure logged).
 4. **Drawer-grep.** Of a boosted closet's drawers (or its whole source), only the chunk
    with the most query terms takes the boost, plus ``grep_neighbours`` chunks either side.
-5. **Fusion.** Vector similarity and BM25 (rank-bm25 over the candidates' texts) are
+5. **Fusion.** Vector similarity and BM25 (rank-bm25 over the candidates' texts; with
+   ``bm25_context_window``, a candidate's text counts the words of the chunks around it
+   too, see :mod:`palace_retrievers.bm25_context`) are
    fused: ``vector_weight × norm(vector) + bm25_weight × norm(bm25)``, or by
    reciprocal rank. Then closet boosts are added, and optionally a share of the best
    adjacent chunk's score (``neighbour_weight``), since evidence clusters.
@@ -37,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers import fusion
+from palace_retrievers import bm25_context, fusion
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.index import VectorMatch
@@ -139,6 +141,7 @@ class SearchPipeline:
         self._drawers: dict[str, Drawer] = {}
         self._pointers: dict[str, list[str]] = {}
         self._closet_terms: dict[str, frozenset[str]] = {}
+        self._term_counts = bm25_context.TermCounts(self._terms)
 
     @property
     def config(self) -> SearchConfig:
@@ -443,6 +446,36 @@ class SearchPipeline:
                 out[drawer_id] = max(values)
         return out
 
+    def _bm25(
+        self, query_terms: Sequence[str], drawers: Sequence[Drawer], where: Filter
+    ) -> list[float]:
+        """BM25 of each candidate; with ``bm25_context_window``, the terms of the chunks
+        within that many positions of it (same source, passing ``where``) count too, at
+        ``bm25_context_weight`` (see :mod:`palace_retrievers.bm25_context`)."""
+        cfg = self._config
+        window, weight = cfg.bm25_context_window, cfg.bm25_context_weight
+        if window <= 0 or weight <= 0:
+            documents = [self._drawer_terms(d) for d in drawers]
+            return bm25_scores(query_terms, documents, k1=cfg.bm25_k1, b=cfg.bm25_b)
+        steps = [s for s in range(-window, window + 1) if s]
+        near: list[list[str]] = []
+        for d in drawers:
+            positions = self._positions_of(d, where)
+            at = d.chunk_index
+            near.append([positions[at + s] for s in steps if at + s in positions])
+        self._get_drawers([i for ids in near for i in ids if i not in self._drawers])
+        held = self._drawers
+        windows = [[held[i] for i in ids if i in held] for ids in near]
+        return bm25_context.scores(
+            query_terms,
+            drawers,
+            windows,
+            self._term_counts,
+            weight=weight,
+            k1=cfg.bm25_k1,
+            b=cfg.bm25_b,
+        )
+
     def _speakers(self, query: str, drawers: Sequence[Drawer]) -> dict[str, float]:
         """``speaker_weight`` for each drawer whose ``speaker`` metadata the query names.
 
@@ -542,12 +575,7 @@ class SearchPipeline:
         drawers = [d for d in drawers if d.id in sims]  # a drawer with no vector: not yet
         if not drawers:
             return []
-        raw_bm25 = bm25_scores(
-            query_terms,
-            [self._drawer_terms(d) for d in drawers],
-            k1=self._config.bm25_k1,
-            b=self._config.bm25_b,
-        )
+        raw_bm25 = self._bm25(query_terms, drawers, where)
         bm25 = {d.id: s for d, s in zip(drawers, raw_bm25, strict=True)}
         context = self._context(drawers, sims, vector, where)
         share = self._config.context_weight
