@@ -292,7 +292,8 @@ def run(
 
 def sweep(target: Path, source: str, workdir: Path) -> list[str]:
     """Texts embedded per CPU-second (one thread, so other load on the machine does not
-    blur it) and padding, for several ``mining.batch_size`` and encode batch sizes."""
+    blur it) and padding, for several ``mining.batch_size`` and encode batch sizes, with
+    the PyTorch runtime (whose threads this can pin to one)."""
     import torch
     from transformers import AutoTokenizer
 
@@ -321,7 +322,9 @@ def sweep(target: Path, source: str, workdir: Path) -> list[str]:
                     ordered = sorted(call, reverse=True)
                     for i in range(0, len(ordered), encode_batch):
                         padded += ordered[i] * len(ordered[i : i + encode_batch])
-                embedder = SentenceTransformerEmbedder(options={"batch_size": encode_batch})
+                embedder = SentenceTransformerEmbedder(
+                    options={"batch_size": encode_batch, "runtime": "torch"}
+                )
                 embedder.embed_documents(["warm up"] * 4)
                 _, cpu = embed_alone(embedder, recording.calls)
                 out.append(
@@ -346,15 +349,22 @@ def main() -> None:
         help="also time the embedder on the files' drawer texts alone (no closets)",
     )
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    parser.add_argument(
+        "--runtime",
+        choices=["onnx", "torch"],
+        default="onnx",
+        help="the embedder's runtime, for the mine and for the embedder alone (default onnx)",
+    )
     args = parser.parse_args()
 
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="palace-mine-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    embedder = SentenceTransformerEmbedder()
+    embedder = SentenceTransformerEmbedder(options={"runtime": args.runtime})
     embedder.embed_documents(["warm up the model"] * 8)
+    threads = f"torch threads {_torch_threads()}" if embedder.runtime == "torch" else "every core"
     lines = [
         f"# benchmarks/mine.py: {os.cpu_count()} CPUs, backend {args.backend}, "
-        f"{embedder.model_name}, torch threads {_torch_threads()}"
+        f"{embedder.model_name}, runtime {embedder.runtime} ({threads})"
     ]
     try:
         if not args.no_locomo:
