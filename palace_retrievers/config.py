@@ -105,7 +105,7 @@ class SearchConfig:
     vector_weight: float = field(default=0.6, metadata=_doc("weight of vector similarity"))
     bm25_weight: float = field(default=0.4, metadata=_doc("weight of BM25 over the candidates"))
     rrf_k: int = field(default=60, metadata=_doc("the k of reciprocal-rank fusion"))
-    bm25_k1: float = field(default=1.5, metadata=_doc("BM25 term-frequency saturation"))
+    bm25_k1: float = field(default=1.0, metadata=_doc("BM25 term-frequency saturation"))
     bm25_b: float = field(default=0.75, metadata=_doc("BM25 length normalisation"))
     bm25_context_window: int = field(
         default=2,

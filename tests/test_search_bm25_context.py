@@ -198,13 +198,14 @@ def test_the_pipeline_scores_a_turn_with_its_neighbours(
     }
     assert set(plain) == set(near)  # a signal: it adds no drawer and hides none
     # Without the window, BM25 is that of each text alone.
-    alone = bm25_scores(terms(QUESTION), [terms(t) for t in TEXTS], k1=1.5, b=0.75)
+    k1, b = SearchConfig().bm25_k1, SearchConfig().bm25_b
+    alone = bm25_scores(terms(QUESTION), [terms(t) for t in TEXTS], k1=k1, b=b)
     for i in range(5):
         assert plain[f"none:{i}"].scores["bm25"] == pytest.approx(alone[i])
     # With a window of 1, the answer (turn 2) counts half of the words of turns 1 and 3
     # (both name Jon) and now outranks turn 4, which only names Gina.
     expected = context_scores(
-        QUESTION, TEXTS, [[j for j in (i - 1, i + 1) if 0 <= j < 5] for i in range(5)]
+        QUESTION, TEXTS, [[j for j in (i - 1, i + 1) if 0 <= j < 5] for i in range(5)], k1=k1, b=b
     )
     for i in range(5):
         assert near[f"none:{i}"].scores["bm25"] == pytest.approx(expected[i])
