@@ -213,7 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="queries per measurement")
     parser.add_argument("--no-stages", action="store_true", help="time the search only")
     parser.add_argument(
-        "--torch-threads", type=int, help="torch intra-op threads (default: torch's own)"
+        "--torch-threads",
+        type=int,
+        help="torch intra-op threads (default: torch's own; for the torch runtime, "
+        "`--set embedders.sentence-transformers.runtime=torch`)",
     )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
@@ -242,11 +245,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"palace {args.palace}: {count:,} drawers, wing {WING!r} {wing_count} drawers, "
             f"backend {args.backend}, overrides {args.set or 'none'}"
         )
-        import torch
+        runtime = getattr(palace.embedder, "runtime", "?")
+        if runtime == "torch" or args.torch_threads:
+            import torch
 
-        if args.torch_threads:
-            torch.set_num_threads(args.torch_threads)
-        print(f"torch threads {torch.get_num_threads()}, {os.cpu_count()} CPUs")
+            if args.torch_threads:
+                torch.set_num_threads(args.torch_threads)
+            runtime += f", torch threads {torch.get_num_threads()}"
+        print(f"embedder runtime {runtime}, {os.cpu_count()} CPUs")
         measure(
             palace,
             wing_queries,
