@@ -87,21 +87,15 @@ def scores(
         return [0.0] * n
     wanted = list(dict.fromkeys(query_terms))
     # Each distinct drawer (candidate or neighbour) once: its query-term counts and length.
-    slot: dict[str, int] = {}
-    rows: list[list[int]] = []
-    lengths: list[int] = []
-    picked: list[int] = []  # per (candidate, member) pair, the member's row
-    starts: list[int] = []  # where each candidate's pairs start; its own row comes first
-    for drawer, window in zip(drawers, windows, strict=True):
-        starts.append(len(picked))
-        for member in (drawer, *window):
-            at = slot.get(member.id)
-            if at is None:
-                at = slot[member.id] = len(rows)
-                counter, length = counts.of(member)
-                rows.append([counter.get(term, 0) for term in wanted])
-                lengths.append(length)
-            picked.append(at)
+    members = [(drawer, *window) for drawer, window in zip(drawers, windows, strict=True)]
+    unique = {m.id: m for group in members for m in group}
+    slot = {drawer_id: at for at, drawer_id in enumerate(unique)}
+    cut = [counts.of(m) for m in unique.values()]
+    rows = [[counter.get(term, 0) for term in wanted] for counter, _ in cut]
+    lengths = [length for _, length in cut]
+    # Per (candidate, member) pair the member's row; a candidate's own row comes first.
+    picked = [slot[m.id] for group in members for m in group]
+    starts = np.cumsum([0] + [len(group) for group in members[:-1]])
     share_of = np.full(len(picked), weight, dtype=np.float64)
     share_of[starts] = 1.0
     table = np.asarray(rows, dtype=np.float64)

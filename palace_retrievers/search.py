@@ -458,9 +458,12 @@ class SearchPipeline:
             documents = [self._drawer_terms(d) for d in drawers]
             return bm25_scores(query_terms, documents, k1=cfg.bm25_k1, b=cfg.bm25_b)
         steps = [s for s in range(-window, window + 1) if s]
+        sources: dict[tuple[str, str], dict[int, str]] = {}
         near: list[list[str]] = []
         for d in drawers:
-            positions = self._positions_of(d, where)
+            positions = sources.get((d.wing, d.source))
+            if positions is None:
+                positions = sources[d.wing, d.source] = self._positions_of(d, where)
             at = d.chunk_index
             near.append([positions[at + s] for s in steps if at + s in positions])
         self._get_drawers([i for ids in near for i in ids if i not in self._drawers])
