@@ -24,7 +24,7 @@ its first round, then looked at), ``…_heldout8`` (48 pairs, written before the
 paraphrase step's second round, run once blind after it, then looked at),
 ``…_heldout9`` (44 pairs, written before its third round, run once blind after it, then
 looked at) and ``…_heldout10`` (42 pairs, written before its fourth round, run once blind
-after it).
+after it; its one false update was then fixed).
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -102,7 +102,7 @@ SETS = {
     "held-out 7 (seen)": "memory_pairs_heldout7.jsonl",
     "held-out 8 (seen)": "memory_pairs_heldout8.jsonl",
     "held-out 9 (seen)": "memory_pairs_heldout9.jsonl",
-    "held-out 10": "memory_pairs_heldout10.jsonl",
+    "held-out 10 (seen)": "memory_pairs_heldout10.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
