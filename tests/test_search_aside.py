@@ -11,6 +11,7 @@ meaning.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -87,3 +88,40 @@ def test_close_stops_the_worker(palace: Palace) -> None:
     assert palace._aside is None
     with pytest.raises(RuntimeError):
         worker.submit(print)
+
+
+def test_the_full_text_query_does_not_wait_for_the_shared_connection(palace: Palace) -> None:
+    """The full-text query has a connection of its own per thread: while another
+    thread holds the ledger's shared connection, it still answers."""
+    from palace_retrievers.ledger.sqlite import SQLiteLedger
+    from palace_retrievers.records import Filter
+
+    ledger = palace.ledger
+    assert isinstance(ledger, SQLiteLedger)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with ledger._lock:
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(5)
+        answered: list[list[tuple[str, float]]] = []
+        asker = threading.Thread(
+            target=lambda: answered.append(ledger.lexical("invoice", where=Filter(), limit=5))
+        )
+        asker.start()
+        asker.join(5)
+        assert not asker.is_alive()
+        assert [i for i, _ in answered[0]] == ["d4"]
+    finally:
+        release.set()
+        holder.join()
+    sides = list(ledger._side_dbs)
+    assert sides
+    palace.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        sides[0].execute("SELECT 1")
