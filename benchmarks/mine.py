@@ -361,7 +361,9 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     embedder = SentenceTransformerEmbedder(options={"runtime": args.runtime})
     embedder.embed_documents(["warm up the model"] * 8)
-    threads = f"torch threads {_torch_threads()}" if embedder.runtime == "torch" else "every core"
+    threads = "one run per core"
+    if embedder.runtime == "torch":
+        threads = f"torch threads {_torch_threads()}"
     lines = [
         f"# benchmarks/mine.py: {os.cpu_count()} CPUs, backend {args.backend}, "
         f"{embedder.model_name}, runtime {embedder.runtime} ({threads})"

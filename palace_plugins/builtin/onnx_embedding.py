@@ -35,6 +35,7 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -150,18 +151,34 @@ class OnnxEncoder:
         vectors: Vectors = (pooled / np.where(norms > 0, norms, 1.0)).astype(np.float32)
         return vectors
 
-    def embed_many(self, texts: Sequence[str], *, batch_size: int) -> Vectors:
+    def embed_many(self, texts: Sequence[str], *, batch_size: int, workers: int = 1) -> Vectors:
         """Vectors of any number of texts, in order: sorted by length into batches of
-        ``batch_size`` so that a batch pads little, as sentence-transformers does."""
+        ``batch_size`` so that a batch pads little, as sentence-transformers does, and
+        the batches shared among ``workers`` threads.
+
+        Several single-threaded runs side by side use the cores better than one run
+        split across them: no run waits for its other half, and when something else
+        takes a core (a mine filing the batch before), only one worker slows. Measured
+        on two cores with LoCoMo exchanges: 57 texts/s with one run of two threads, 71
+        with two runs of one thread (35 and 48 with a busy Python thread beside them).
+        """
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out: Vectors | None = None
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            vectors = self.embed_batch([texts[i] for i in chunk])
-            if out is None:
-                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+        chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        if not chunks:
+            return np.zeros((0, 0), dtype=np.float32)
+
+        def run(chunk: list[int]) -> Vectors:
+            return self.embed_batch([texts[i] for i in chunk])
+
+        if workers > 1 and len(chunks) > 1:
+            with ThreadPoolExecutor(min(workers, len(chunks))) as pool:
+                results = list(pool.map(run, chunks))
+        else:
+            results = [run(chunk) for chunk in chunks]
+        out = np.zeros((len(texts), results[0].shape[1]), dtype=np.float32)
+        for chunk, vectors in zip(chunks, results, strict=True):
             out[chunk] = vectors
-        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+        return out
 
 
 def _session(path: Path, threads: int) -> Any:

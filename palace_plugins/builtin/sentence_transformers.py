@@ -53,7 +53,7 @@ class SentenceTransformerEmbedder(Embedder):
             ONNX Runtime and falls back to PyTorch when it cannot; ``"torch"`` always
             uses PyTorch) and ``query_threads`` (ONNX Runtime's threads for one query,
             default 1: a search reads the full-text index on another core meanwhile;
-            batches of documents use every core).
+            documents are embedded in batches run side by side, one per core).
     """
 
     def __init__(self, *, model: str | None = None, options: Mapping[str, Any] | None = None):
@@ -82,8 +82,8 @@ class SentenceTransformerEmbedder(Embedder):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ConfigError(f"embedder option query_threads = {threads!r}: expected an int >= 1")
         self._query_threads = threads
-        # ONNX Runtime sessions, by intra-op threads: 0 for batches (every core), and
-        # query_threads for single queries.
+        # ONNX Runtime sessions, by intra-op threads: 1 for documents (their batches
+        # run side by side, one per core) and query_threads for single queries.
         self._onnx: dict[int, onnx_embedding.OnnxEncoder] = {}
         self._onnx_lock = threading.Lock()
         self._model: Any = None
@@ -119,9 +119,11 @@ class SentenceTransformerEmbedder(Embedder):
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        encoder = self._onnx_encoder(0)
+        encoder = self._onnx_encoder(1)
         if encoder is not None:
-            vectors = encoder.embed_many(list(texts), batch_size=self._batch_size)
+            vectors = encoder.embed_many(
+                list(texts), batch_size=self._batch_size, workers=os.cpu_count() or 1
+            )
         else:
             vectors = self._torch_documents(texts)
         return self._rows(vectors, len(texts))
