@@ -38,7 +38,6 @@ import locomo
 import numpy as np
 
 from palace_retrievers import Palace
-from palace_retrievers import search as search_module
 from palace_retrievers.embedder import Embedder, Vectors
 
 WING = "locomo"
@@ -159,7 +158,7 @@ def staged(palace: Palace) -> Iterator[Stages]:
     stages.wrap(pipeline, "_get_drawers", "drawers read")
     stages.wrap(pipeline, "_adjacent", "neighbour expansion")
     stages.wrap(pipeline, "_similarities", "similarities")
-    stages.wrap(search_module, "bm25_scores", "bm25")
+    stages.wrap(pipeline, "_bm25", "bm25 (with its context words)")
     stages.wrap(pipeline, "_fuse", "fusion")
     stages.wrap(pipeline, "_neighbours", "smoothing")
     stages.wrap(palace, "_graph_signals", "graph")
