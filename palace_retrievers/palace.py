@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -111,6 +112,7 @@ class Palace(PalaceMemories):
         self._owner_states: dict[tuple[str, str | None], bool] = {}
         # The full-text stage of a search runs here while the query is embedded.
         self._aside: ThreadPoolExecutor | None = None
+        self._aside_lock = threading.Lock()
         self._pipeline = SearchPipeline(
             ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
         )
@@ -225,9 +227,10 @@ class Palace(PalaceMemories):
 
     def close(self) -> None:
         """Close the indexes and the ledger."""
-        if self._aside is not None:
-            self._aside.shutdown(wait=True)
-            self._aside = None
+        with self._aside_lock:
+            if self._aside is not None:
+                self._aside.shutdown(wait=True)
+                self._aside = None
         self.indexes.close()
         self.ledger.close()
 
@@ -765,14 +768,18 @@ class Palace(PalaceMemories):
         """The full-text candidates, asked in a thread of their own while the query is
         embedded: both spend their time outside the GIL (SQLite's FTS5 and the model), so
         on two cores a search waits for the slower of the two, not for their sum. On one
-        core they are asked here and now."""
-        if (os.cpu_count() or 1) < 2:
+        core they are asked here and now. Searches from several threads at once get as
+        many workers as there are cores (each with its own SQLite connection), so their
+        full-text queries do not queue behind one another."""
+        cores = os.cpu_count() or 1
+        if cores < 2:
             done: Future[list[str]] = Future()
             done.set_result(self._pipeline.lexical(query, where))
             return done
-        if self._aside is None:
-            self._aside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palace-fts")
-        return self._aside.submit(self._pipeline.lexical, query, where)
+        with self._aside_lock:
+            if self._aside is None:
+                self._aside = ThreadPoolExecutor(max_workers=cores, thread_name_prefix="palace-fts")
+            return self._aside.submit(self._pipeline.lexical, query, where)
 
     def _owner_state(self, key: tuple[str, str | None], read: Callable[[], bool]) -> bool:
         """``read()``, remembered until the ledger changes (its generation moves, in

@@ -125,3 +125,13 @@ def test_the_full_text_query_does_not_wait_for_the_shared_connection(palace: Pal
     palace.close()
     with pytest.raises(sqlite3.ProgrammingError):
         sides[0].execute("SELECT 1")
+
+
+def test_searches_from_several_threads_at_once_answer_as_one_by_one(palace: Palace) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    queries = ["orders database backups", "invoice qx-7741", "who adopted Miso", "pizza"] * 5
+    one_by_one = [_answer(palace, q) for q in queries]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(lambda q: _answer(palace, q), queries))
+    assert together == one_by_one
