@@ -29,16 +29,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.memory_frames import (
+from palace_retrievers.memory_frames import Frame, frames
+from palace_retrievers.memory_reading import (
     CHANGE,
     CJK,
     PERIOD_WORDS,
     PRONOUNS,
     STOP,
-    Frame,
     Reading,
     atoms,
-    frames,
     proper_runs,
     reading,
     zh_strip,
