@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_tree import write_tree
 
 from palace_retrievers import Palace
 from palace_retrievers.ids import drawer_id, source_key, split_source_key
@@ -33,14 +34,6 @@ NOTES = {
     "alpha/two.md": "# Two\n\nA kettle of lapsang tea waits by the window.\n",
     "beta/three.md": "# Three\n\nThe orchard ladder leans on the old pear tree.\n",
 }
-
-
-def write_tree(root: Path) -> Path:
-    for name, text in NOTES.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
 
 
 def owned(palace: Palace, user_id: str | None) -> dict[str, str]:
@@ -70,7 +63,7 @@ def palace(open_palace: Callable[..., Palace], tmp_path: Path) -> Palace:
 
 
 def test_both_users_keep_their_drawers_of_the_same_tree(palace: Palace, tmp_path: Path) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     first = palace.mine(tree, wing=WING, user_id="alice")
     alice = owned(palace, "alice")
     second = palace.mine(tree, wing=WING, user_id="bob")
@@ -93,7 +86,7 @@ def test_both_users_keep_their_drawers_of_the_same_tree(palace: Palace, tmp_path
 
 
 def test_searches_see_only_their_own(palace: Palace, tmp_path: Path) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING, user_id="alice")
     palace.mine(tree, wing=WING, user_id="bob")
     for user in ("alice", "bob"):
@@ -109,7 +102,7 @@ def test_searches_see_only_their_own(palace: Palace, tmp_path: Path) -> None:
 
 
 def test_remining_one_user_leaves_the_other_untouched(palace: Palace, tmp_path: Path) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING, user_id="alice")
     palace.mine(tree, wing=WING, user_id="bob")
     bob = owned(palace, "bob")
@@ -129,7 +122,7 @@ def test_remining_one_user_leaves_the_other_untouched(palace: Palace, tmp_path: 
 
 
 def test_an_unowned_mine_and_an_owned_one_stay_apart(palace: Palace, tmp_path: Path) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING)
     unowned = owned(palace, None)
     palace.mine(tree, wing=WING, user_id="alice")
@@ -150,8 +143,8 @@ def test_an_unowned_mine_and_an_owned_one_stay_apart(palace: Palace, tmp_path: P
 
 
 def test_sync_for_alice_never_removes_bobs_drawers(palace: Palace, tmp_path: Path) -> None:
-    alice_tree = write_tree(tmp_path / "alice" / "notes")
-    bob_tree = write_tree(tmp_path / "bob" / "notes")
+    alice_tree = write_tree(tmp_path / "alice" / "notes", NOTES)
+    bob_tree = write_tree(tmp_path / "bob" / "notes", NOTES)
     palace.mine(alice_tree, wing=WING, user_id="alice")
     palace.mine(bob_tree, wing=WING, user_id="bob")
     bob = owned(palace, "bob")
@@ -179,7 +172,7 @@ def test_sync_for_alice_never_removes_bobs_drawers(palace: Palace, tmp_path: Pat
 def test_sync_of_a_shared_tree_removes_a_deleted_file_for_both(
     palace: Palace, tmp_path: Path
 ) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING, user_id="alice")
     palace.mine(tree, wing=WING, user_id="bob")
     assert palace.sync(dry_run=True).sources_removed == 0
@@ -193,7 +186,7 @@ def test_sync_of_a_shared_tree_removes_a_deleted_file_for_both(
 
 
 def test_forgetting_alice_leaves_bob(palace: Palace, tmp_path: Path) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING, user_id="alice")
     palace.mine(tree, wing=WING, user_id="bob")
     bob = owned(palace, "bob")
@@ -212,7 +205,7 @@ def test_with_chroma_the_index_keeps_both_users(
     open_palace: Callable[..., Palace], tmp_path: Path
 ) -> None:
     palace = open_palace(tmp_path / "palace")  # the default backend: Chroma
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING, user_id="alice")
     palace.mine(tree, wing=WING, user_id="bob")
     (tree / "alpha/two.md").write_text("# Two\n\nNo tea today.\n", encoding="utf-8")
@@ -259,7 +252,7 @@ def _file_legacy(palace: Palace, key: str, texts: list[str], user_id: str | None
 def test_an_owners_old_bare_keyed_source_is_replaced_not_doubled(
     palace: Palace, tmp_path: Path
 ) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     old = _file_legacy(palace, "alpha/one.md", ["old text of one"], "alice")
     kept = _file_legacy(palace, "alpha/two.md", ["bob took this one over"], "bob")
     shared = _file_legacy(palace, "beta/three.md", ["unowned three"], None)
@@ -290,7 +283,7 @@ def _drawer_of(palace: Palace, user_id: str, word: str) -> str:
 
 
 def test_triples_of_replaced_drawers_go_with_them(palace: Palace, tmp_path: Path) -> None:
-    tree = write_tree(tmp_path / "tree")
+    tree = write_tree(tmp_path / "tree", NOTES)
     palace.mine(tree, wing=WING, user_id="alice")
     palace.mine(tree, wing=WING, user_id="bob")
     lantern = _drawer_of(palace, "alice", "lantern")

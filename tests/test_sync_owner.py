@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fakes import FAKE_PLUGIN
+from helpers_tree import write_tree
 
 from palace_plugins import manager
 from palace_retrievers import Palace
@@ -33,14 +34,6 @@ NOTES = {
     "beta/three.md": "# Three\n\nThe orchard ladder leans on the old pear tree.\n",
 }
 OWNERS = ("alice", "bob", None)
-
-
-def write_tree(root: Path) -> Path:
-    for name, text in NOTES.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
 
 
 def drawers(palace_dir: Path, wing: str = WING) -> dict[str | None, set[str]]:
@@ -65,8 +58,8 @@ def palace(open_palace: Callable[..., Palace], tmp_path: Path) -> Palace:
 def test_a_sync_for_one_owner_removes_only_that_owners_drawers(
     palace: Palace, tmp_path: Path
 ) -> None:
-    trees = {owner: write_tree(tmp_path / (owner or "unowned")) for owner in OWNERS}
-    shared = write_tree(tmp_path / "shared")  # alice and bob both mined this one
+    trees = {owner: write_tree(tmp_path / (owner or "unowned"), NOTES) for owner in OWNERS}
+    shared = write_tree(tmp_path / "shared", NOTES)  # alice and bob both mined this one
     for owner, tree in trees.items():
         palace.mine(tree, wing=WING, user_id=owner)
     for owner in ("alice", "bob"):
@@ -120,7 +113,7 @@ def fake_cli(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_palace_sync_user(palace: Palace, tmp_path: Path, fake_cli: None) -> None:
-    trees = {owner: write_tree(tmp_path / (owner or "unowned")) for owner in OWNERS}
+    trees = {owner: write_tree(tmp_path / (owner or "unowned"), NOTES) for owner in OWNERS}
     for owner, tree in trees.items():
         palace.mine(tree, wing=WING, user_id=owner)
         (tree / "alpha/one.md").unlink()
