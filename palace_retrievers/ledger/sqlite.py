@@ -114,9 +114,10 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.RLock()
-        # Per thread, a connection of its own for the full-text query (see _side_read).
+        # Per thread, a connection of its own for the full-text query (see _side_read),
+        # kept with its thread: the connection of a thread that has ended gets closed.
         self._side = threading.local()
-        self._side_dbs: list[sqlite3.Connection] = []
+        self._side_dbs: dict[sqlite3.Connection, threading.Thread] = {}
         self._side_lock = threading.Lock()
         try:
             self._db = sqlite3.connect(
@@ -191,6 +192,9 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         connection (one statement at a time, behind ``_lock``) those reads would wait for
         the full-text query. In WAL mode readers do not block each other, so this one
         gets a connection per thread; it sees what is committed, as any reader does.
+        The connections of threads that have ended are closed the next time a thread
+        opens one (or when the ledger closes), so threads that come and go leave none
+        piling up.
         """
         db: sqlite3.Connection | None = getattr(self._side, "db", None)
         if db is None:
@@ -199,7 +203,11 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
             )
             db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
             with self._side_lock:
-                self._side_dbs.append(db)
+                for side, thread in list(self._side_dbs.items()):
+                    if not thread.is_alive():
+                        side.close()  # its thread has ended: no one else uses it
+                        del self._side_dbs[side]
+                self._side_dbs[db] = threading.current_thread()
             self._side.db = db
         return db.execute(sql, params).fetchall()
 
