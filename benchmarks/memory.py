@@ -84,7 +84,8 @@ import numpy as np
 from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segments
 from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
 from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
-from palace_retrievers import Palace, remembering, wording
+from palace_retrievers import Palace, pair_model, remembering, wording
+from palace_retrievers.config import MemoryConfig
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.memory_match import compare
 from palace_retrievers.records import Drawer
@@ -103,6 +104,7 @@ SETS = {
     "held-out 8 (seen)": "memory_pairs_heldout8.jsonl",
     "held-out 9 (seen)": "memory_pairs_heldout9.jsonl",
     "held-out 10 (seen)": "memory_pairs_heldout10.jsonl",
+    "held-out 11 (blind)": "memory_pairs_heldout11.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -126,6 +128,29 @@ def similarities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[float
     vectors = np.asarray(model.embed_documents(texts))
     index = {t: i for i, t in enumerate(texts)}
     return [float(vectors[index[p["old"]]] @ vectors[index[p["new"]]]) for p in pairs]
+
+
+def forest_probabilities(
+    model: Embedder, pairs: Sequence[dict[str, str]]
+) -> list[dict[str, float]]:
+    """The pair forest's probabilities for each pair (the palace's embedder, batched)."""
+    lined = [pair_model.line_up(p["old"], p["new"]) for p in pairs]
+    texts = sorted({t for pair in lined for t in pair.texts()})
+    vectors = np.asarray(model.embed_documents(texts))
+    where = {t: i for i, t in enumerate(texts)}
+    forest = pair_model.forest()
+    return [
+        forest.probabilities(pair_model.features(pair, vectors[[where[t] for t in pair.texts()]]))
+        for pair in lined
+    ]
+
+
+def with_forest(verdict: str, probabilities: dict[str, float], threshold: float) -> str:
+    """compare()'s verdict, or the forest's when compare() says new (as remembering asks)."""
+    if verdict != "new":
+        return verdict
+    best = max(("update", "duplicate"), key=lambda k: probabilities[k])
+    return best if probabilities[best] >= threshold else "new"
 
 
 def by_thresholds(sim: float, duplicate: float, supersede: float) -> str:
@@ -195,6 +220,17 @@ def run_pairs(model: Embedder) -> None:
             ),
             "compare()": lambda p, s: compare(p["old"], p["new"], similarity=s).verdict,
         }
+        forest = forest_probabilities(model, pairs)
+        threshold = MemoryConfig().pair_model_threshold
+        by_pair = {id(p): f for p, f in zip(pairs, forest, strict=True)}
+        deciders[f"compare(), then the pair forest ({threshold})"] = (
+            lambda p, s, f=by_pair, t=threshold: with_forest(
+                compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
+            )
+        )
+        deciders[f"the pair forest alone ({threshold})"] = lambda p, s, f=by_pair, t=threshold: (
+            with_forest("new", f[id(p)], t)
+        )
         for name, decide in deciders.items():
             got = [decide(p, s) for p, s in zip(pairs, sims, strict=True)]
             up, dup = score(labels, got, "update"), score(labels, got, "duplicate")
@@ -203,18 +239,18 @@ def run_pairs(model: Embedder) -> None:
                 f"| {set_name} | {len(pairs)} | {name} | {up.precision:.3f} | {up.recall:.3f} "
                 f"| {dup.precision:.3f} | {dup.recall:.3f} | {accuracy:.3f} |"
             )
-            if name == "compare()":
+            if name.startswith("compare()"):
                 for lang in ("en", "zh"):
                     idx = [i for i, p in enumerate(pairs) if p["lang"] == lang]
                     sub_l, sub_g = [labels[i] for i in idx], [got[i] for i in idx]
                     u, d = score(sub_l, sub_g, "update"), score(sub_l, sub_g, "duplicate")
                     per_language.append(
-                        f"| {set_name} | {lang} | {len(idx)} | {u.precision:.3f} | "
+                        f"| {set_name} | {name} | {lang} | {len(idx)} | {u.precision:.3f} | "
                         f"{u.recall:.3f} | {d.precision:.3f} | {d.recall:.3f} |"
                     )
-    print("\ncompare() by language:\n")
-    print("| set | lang | pairs | update P | update R | duplicate P | duplicate R |")
-    print("|---|---|---|---|---|---|---|")
+    print("\ncompare(), and compare() then the pair forest, by language:\n")
+    print("| set | decider | lang | pairs | update P | update R | duplicate P | duplicate R |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(per_language))
     pairs = load_pairs(SETS["dev (tuned on)"])
     wording._read.cache_clear()  # time it cold: no text has been read yet

@@ -274,6 +274,17 @@ class MemoryConfig:
             "matcher cannot tell)"
         ),
     )
+    pair_model: bool = field(
+        default=True,
+        metadata=_doc(
+            "when the structural matcher calls a pair new, ask the learned pair forest "
+            "(palace_retrievers.pair_model) whether it is an update or a duplicate"
+        ),
+    )
+    pair_model_threshold: float = field(
+        default=0.65,
+        metadata=_doc("probability the pair forest needs to call a pair an update or duplicate"),
+    )
     candidate_similarity: float = field(
         default=0.5,
         metadata=_doc("cosine an old memory needs to be compared with a new one at all"),
@@ -352,6 +363,7 @@ class MemoryConfig:
             "duplicate_similarity",
             "supersede_similarity",
             "candidate_similarity",
+            "pair_model_threshold",
             "relevance_weight",
             "importance_weight",
             "freshness_weight",

@@ -115,7 +115,7 @@ _KEPT_PREPOSITIONS = _PREPOSITIONS | _lemmas("as with without about near")
 _IGNORABLE = _PREPOSITIONS | {"be", "是", "的", "在", "到", "于", "为"}
 _MAX_SPAN = 4
 #: Nouns of people: one of them against another is another subject, not other wording.
-_PEOPLE = _lemmas(
+PEOPLE = _lemmas(
     "wife husband partner boyfriend girlfriend brother sister mom mum mother dad father "
     "parent parents son daughter kid kids child children friend roommate neighbour neighbor "
     "colleague cousin aunt uncle grandma grandpa grandmother grandfather niece nephew"
@@ -446,7 +446,7 @@ def _near_duplicate(
         return False
     old_words = Counter({k: v for k, v in old_content.items() if k not in _KEPT_PREPOSITIONS})
     new_words = Counter({k: v for k, v in new_content.items() if k not in _KEPT_PREPOSITIONS})
-    if (set(old_words) ^ set(new_words)) & _PEOPLE:
+    if (set(old_words) ^ set(new_words)) & PEOPLE:
         return False  # "my daughter" / "my son": another person's fact, however alike
     shared = sum((old_words & new_words).values())
     return shared / max(1, sum((old_words | new_words).values())) >= 0.6

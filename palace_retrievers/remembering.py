@@ -10,7 +10,9 @@ at most ``memory.candidates`` of them) or share its slot. The structural matcher
 new text is a *duplicate* (the same statement up to wording), an *update* (the same
 subject and slot with another value) or *new*, with ``memory.duplicate_similarity`` and
 ``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
-the whole rule should the matcher fail). Then:
+the whole rule should the matcher fail). A pair it calls new goes on to the learned pair
+forest (:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which may call it an
+update or a duplicate when it is at least ``memory.pair_model_threshold`` sure. Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
   two, its ``last_accessed`` and ``updated_at`` become now, a ``pending`` memory told
@@ -41,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers import memory_match
+from palace_retrievers import memory_match, pair_model
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import InvalidQueryError, MemoryNotFoundError
@@ -380,10 +382,23 @@ class Remembering:
             except Exception as exc:  # signal, not gate: fall back to the thresholds
                 log.warning("the memory matcher failed (%s: %s)", type(exc).__name__, exc)
             else:
-                return verdict if verdict in ("duplicate", "update") else "new"
+                if verdict in ("duplicate", "update"):
+                    return str(verdict)
+                return self._second_opinion(old.text, text) if cfg.pair_model else "new"
         if sim >= cfg.duplicate_similarity:
             return "duplicate"
         return "update" if sim >= cfg.supersede_similarity else "new"
+
+    def _second_opinion(self, old_text: str, text: str) -> str:
+        """The pair forest's verdict on a pair the structural matcher calls new."""
+        try:
+            verdict, _ = pair_model.second_opinion(
+                old_text, text, self._embed, self._config.pair_model_threshold
+            )
+        except Exception as exc:  # signal, not gate: the pair stays new
+            log.warning("the pair forest failed (%s: %s)", type(exc).__name__, exc)
+            return "new"
+        return verdict
 
     def _free_id(self, user_id: str | None, text: str, at: datetime) -> str:
         for attempt in range(100):

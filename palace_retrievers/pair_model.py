@@ -1,0 +1,280 @@
+"""A learned second opinion on memory pairs: update, duplicate or new, from embeddings.
+
+The structural matcher (:mod:`palace_retrievers.memory_match`) tells an update from a
+duplicate by reading the two texts: the same slot with another value. Its rules and its
+lexicon of life slots are precise, but they only know the slots and sentence shapes they
+were written for; a memory about a slot they don't name ("our car insurance is with
+Geico" → "I switched the car insurance to Progressive") comes out *new*, and the old value
+stays current beside the new one.
+
+This module asks the embedder instead of a lexicon. For a pair (old, new) it lines the two
+texts up word by word (:func:`palace_retrievers.wording.tokens`, so "switched" meets
+"switch" and "9am" meets "9:00"), and embeds four more texts with the palace's own model:
+
+- each text with the words the other lacks replaced by "something" (the *templates*:
+  "my car insurance is with something" / "I switched my car insurance to something");
+- the words each text alone has (the *values*: "Geico" / "switched Progressive").
+
+From these and the plain cosine it computes sixteen numbers (:data:`FEATURES`): how alike
+the templates are, how alike the values are, how much of each text the other lacks, a
+change cue, whether a lacking part holds a name, and so on. A random forest trained on the
+labelled pairs of ``benchmarks/data`` (``benchmarks/train_pair_model.py``, with a fixed
+seed; the held-out set written for it, ``memory_pairs_heldout11.jsonl``, is left out of
+training) turns them into the three probabilities. The forest ships as plain JSON
+(``palace_retrievers/data/pair_forest.json``): no pickle, no scikit-learn at run time.
+
+:func:`second_opinion` is asked only when the structural matcher says *new*; a verdict of
+the forest with probability below ``memory.pair_model_threshold`` leaves it new. The
+measured effect is in benchmarks/README.md ("Memories").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.errors import ConfigError
+from palace_retrievers.memory_match import PEOPLE
+from palace_retrievers.memory_reading import KIN_ZH
+from palace_retrievers.wording import TYPED, Token, tokens, words
+
+FOREST_FILE = Path(__file__).resolve().parent / "data" / "pair_forest.json"
+LABELS = ("duplicate", "new", "update")
+MASK = "something"
+NOTHING = "nothing"
+FEATURES = (
+    "cosine",
+    "template cosine",
+    "value cosine",
+    "template cosine - cosine",
+    "shared words (Jaccard)",
+    "share of the old text the new lacks",
+    "share of the new text the old lacks",
+    "the new text lacks nothing of the old",
+    "the old text lacks nothing of the new",
+    "a change cue in the new text",
+    "Chinese",
+    "a name among the old text's own words",
+    "a name among the new text's own words",
+    "a person among either text's own words",
+    "a negation among either text's own words",
+    "a typed value (time, date, number) among both texts' own words",
+)
+CHANGE_WORDS = frozenset(
+    words(
+        "now switched switch changed change moved move instead replaced replace no longer "
+        "anymore new newly became become transferred started start stopped quit gave up "
+        "upgraded went got"
+    )
+)
+CHANGE_ZH = (
+    "现在", "改", "换", "搬", "不再", "已经", "新", "转", "变", "调", "升", "不用",
+    "开始", "后来", "如今", "目前", "最近",
+)  # fmt: skip
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+Embed = Callable[[Sequence[str]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PairTexts:
+    """What the features are computed from: the two texts lined up, before embedding.
+
+    Attributes:
+        old: The old memory's text.
+        new: The new memory's text.
+        old_template: ``old`` with the words ``new`` lacks replaced by :data:`MASK`.
+        new_template: ``new`` with the words ``old`` lacks replaced by :data:`MASK`.
+        old_values: The words of ``old`` that ``new`` lacks, or :data:`NOTHING`.
+        new_values: The words of ``new`` that ``old`` lacks, or :data:`NOTHING`.
+        counts: Words of old, of new, old's own, new's own, shared keys, all keys.
+        old_named: A name (a proper or typed token) is among old's own words.
+        new_named: A name is among new's own words.
+        cue: ``new`` carries a change cue ("switched", "now", "改成", ...).
+        chinese: Either text has a CJK character.
+        person: A person ("my son", "我妈") is among either text's own words.
+        negation: A negation ("not", "不") is among either text's own words.
+        typed: Both texts' own words hold a time, date or number.
+    """
+
+    old: str
+    new: str
+    old_template: str
+    new_template: str
+    old_values: str
+    new_values: str
+    counts: tuple[int, int, int, int, int, int]
+    old_named: bool
+    new_named: bool
+    cue: bool
+    chinese: bool
+    person: bool
+    negation: bool
+    typed: bool
+
+    def texts(self) -> tuple[str, ...]:
+        """The six texts to embed, in the order :func:`features` reads them."""
+        return (
+            self.old,
+            self.new,
+            self.old_template,
+            self.new_template,
+            self.old_values,
+            self.new_values,
+        )
+
+
+def _template(text: str, toks: Sequence[Token], kept: Sequence[bool]) -> str:
+    """``text`` with each run of tokens not ``kept`` replaced by one :data:`MASK`."""
+    out: list[str] = []
+    last, masking = 0, False
+    for token, keep in zip(toks, kept, strict=True):
+        out.append(text[last : token.start])
+        if keep:
+            out.append(text[token.start : token.end])
+        elif not masking:
+            out.append(MASK)
+        masking = not keep
+        last = token.end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def line_up(old: str, new: str) -> PairTexts:
+    """Line ``old`` and ``new`` up word by word (pure: no embedding)."""
+    a, b = tokens(old), tokens(new)
+    keys_a, keys_b = {t.key for t in a}, {t.key for t in b}
+    kept_a = [t.key in keys_b for t in a]
+    kept_b = [t.key in keys_a for t in b]
+    own_a = [t for t, kept in zip(a, kept_a, strict=True) if not kept]
+    own_b = [t for t, kept in zip(b, kept_b, strict=True) if not kept]
+    return PairTexts(
+        old=old,
+        new=new,
+        old_template=_template(old, a, kept_a),
+        new_template=_template(new, b, kept_b),
+        old_values=" ".join(t.word for t in own_a) or NOTHING,
+        new_values=" ".join(t.word for t in own_b) or NOTHING,
+        counts=(
+            len(a),
+            len(b),
+            len(own_a),
+            len(own_b),
+            len(keys_a & keys_b),
+            len(keys_a | keys_b),
+        ),
+        old_named=any(t.proper for t in own_a),
+        new_named=any(t.proper for t in own_b),
+        cue=any(t.word.lower() in CHANGE_WORDS for t in b) or any(c in new for c in CHANGE_ZH),
+        chinese=bool(_CJK.search(old) or _CJK.search(new)),
+        person=any(t.key in PEOPLE for t in own_a + own_b)
+        or set(KIN_ZH.findall(old)) != set(KIN_ZH.findall(new)),
+        negation=any(t.kind == "neg" for t in own_a + own_b),
+        typed=any(t.kind in TYPED for t in own_a) and any(t.kind in TYPED for t in own_b),
+    )
+
+
+def features(pair: PairTexts, vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The :data:`FEATURES` of ``pair`` given the unit vectors of ``pair.texts()``."""
+    v = np.asarray(vectors, dtype=np.float64)
+    if v.shape[0] != 6:
+        raise ValueError(f"features need the 6 vectors of PairTexts.texts(), not {v.shape[0]}")
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    cosine, template, value = float(v[0] @ v[1]), float(v[2] @ v[3]), float(v[4] @ v[5])
+    n_old, n_new, own_old, own_new, shared, union = pair.counts
+    return np.array(
+        [
+            cosine,
+            template,
+            value,
+            template - cosine,
+            shared / max(1, union),
+            own_old / max(1, n_old),
+            own_new / max(1, n_new),
+            float(own_old == 0),
+            float(own_new == 0),
+            float(pair.cue),
+            float(pair.chinese),
+            float(pair.old_named),
+            float(pair.new_named),
+            float(pair.person),
+            float(pair.negation),
+            float(pair.typed),
+        ]
+    )
+
+
+class Forest:
+    """A random forest's trees as arrays, read from the JSON the trainer writes.
+
+    Each tree is ``feature``, ``threshold``, ``left``, ``right`` (child indexes, -1 at a
+    leaf) and ``value`` (the class shares at each node). A sample goes left when its
+    feature, as float32, is at most the threshold (as scikit-learn decides), and the
+    forest's probabilities are the mean of its leaves' shares.
+    """
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        try:
+            self.labels = tuple(str(label) for label in spec["labels"])
+            self.features = tuple(str(name) for name in spec["features"])
+            self._trees = [
+                (
+                    np.asarray(t["feature"], dtype=np.int64),
+                    np.asarray(t["threshold"], dtype=np.float64),
+                    np.asarray(t["left"], dtype=np.int64),
+                    np.asarray(t["right"], dtype=np.int64),
+                    np.asarray(t["value"], dtype=np.float64),
+                )
+                for t in spec["trees"]
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"not a pair forest: {exc}") from exc
+        if not self._trees or self.features != FEATURES or set(self.labels) != set(LABELS):
+            raise ConfigError("the pair forest does not match this version's features")
+
+    def probabilities(self, x: npt.ArrayLike) -> dict[str, float]:
+        """Each label's probability for one feature vector."""
+        sample = np.asarray(x, dtype=np.float32)
+        total = np.zeros(len(self.labels))
+        for feature, threshold, left, right, value in self._trees:
+            node = 0
+            while left[node] >= 0:
+                node = left[node] if sample[feature[node]] <= threshold[node] else right[node]
+            leaf = value[node]
+            total += leaf / max(float(leaf.sum()), 1e-12)
+        total /= len(self._trees)
+        return {label: float(p) for label, p in zip(self.labels, total, strict=True)}
+
+
+@cache
+def forest(path: Path = FOREST_FILE) -> Forest:
+    """The shipped forest (read once)."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the pair forest {path}: {exc}") from exc
+    return Forest(spec)
+
+
+def judge(old: str, new: str, embed: Embed) -> dict[str, float]:
+    """The forest's probability of each label for the pair (old, new)."""
+    pair = line_up(old, new)
+    return forest().probabilities(features(pair, embed(list(pair.texts()))))
+
+
+def second_opinion(old: str, new: str, embed: Embed, threshold: float) -> tuple[str, float]:
+    """``("update" | "duplicate", p)`` when the forest says so with ``p >= threshold``,
+    else ``("new", p_new)``."""
+    probabilities = judge(old, new, embed)
+    label = max(("update", "duplicate"), key=lambda k: probabilities[k])
+    if probabilities[label] >= threshold:
+        return label, probabilities[label]
+    return "new", probabilities["new"]
