@@ -104,7 +104,9 @@ SETS = {
     "held-out 8 (seen)": "memory_pairs_heldout8.jsonl",
     "held-out 9 (seen)": "memory_pairs_heldout9.jsonl",
     "held-out 10 (seen)": "memory_pairs_heldout10.jsonl",
-    "held-out 11 (blind)": "memory_pairs_heldout11.jsonl",
+    "held-out 11 (seen)": "memory_pairs_heldout11.jsonl",
+    "train 2 (trained on)": "memory_pairs_train2.jsonl",
+    "held-out 12 (blind)": "memory_pairs_heldout12.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -228,6 +230,17 @@ def run_pairs(model: Embedder) -> None:
                 compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
             )
         )
+        near = MemoryConfig().candidate_similarity
+
+        def as_the_palace(p: dict[str, str], s: float, f=by_pair, t=threshold, c=near) -> str:
+            """Remembering compares a pair only when its cosine reaches c or the matcher
+            files both on one slot (then it finds the old one by its slot)."""
+            match = compare(p["old"], p["new"], similarity=s)
+            if s < c:
+                return match.verdict if match.slot is not None else "new"
+            return with_forest(match.verdict, f[id(p)], t)
+
+        deciders[f"as the palace decides (pairs at cosine >= {near} only)"] = as_the_palace
         deciders[f"the pair forest alone ({threshold})"] = lambda p, s, f=by_pair, t=threshold: (
             with_forest("new", f[id(p)], t)
         )

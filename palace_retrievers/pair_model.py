@@ -19,7 +19,7 @@ From these and the plain cosine it computes sixteen numbers (:data:`FEATURES`): 
 the templates are, how alike the values are, how much of each text the other lacks, a
 change cue, whether a lacking part holds a name, and so on. A random forest trained on the
 labelled pairs of ``benchmarks/data`` (``benchmarks/train_pair_model.py``, with a fixed
-seed; the held-out set written for it, ``memory_pairs_heldout11.jsonl``, is left out of
+seed; the held-out set written for it, ``memory_pairs_heldout12.jsonl``, is left out of
 training) turns them into the three probabilities. The forest ships as plain JSON
 (``palace_retrievers/data/pair_forest.json``): no pickle, no scikit-learn at run time.
 
