@@ -24,7 +24,13 @@ its first round, then looked at), ``…_heldout8`` (48 pairs, written before the
 paraphrase step's second round, run once blind after it, then looked at),
 ``…_heldout9`` (44 pairs, written before its third round, run once blind after it, then
 looked at) and ``…_heldout10`` (42 pairs, written before its fourth round, run once blind
-after it; its one false update was then fixed).
+after it; its one false update was then fixed), and three sets written by testers who never
+saw the rules: ``…_heldout11`` (130 pairs, blind at its first run, then trained on),
+``…_train2`` (220, trained on) and ``…_heldout12`` (130, topics train 2 lacks, left out of
+the pair forest's training). Two more deciders: ``compare()`` then the pair forest
+(:mod:`palace_retrievers.pair_model`) when compare() says new, the same as the palace
+reaches it (a pair only if its cosine reaches ``memory.candidate_similarity`` or both texts
+share a slot), and the forest alone.
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
