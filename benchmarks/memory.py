@@ -112,7 +112,10 @@ SETS = {
     "held-out 10 (seen)": "memory_pairs_heldout10.jsonl",
     "held-out 11 (seen)": "memory_pairs_heldout11.jsonl",
     "train 2 (trained on)": "memory_pairs_train2.jsonl",
-    "held-out 12 (blind)": "memory_pairs_heldout12.jsonl",
+    "held-out 12 (seen)": "memory_pairs_heldout12.jsonl",
+    "train 3 (trained on)": "memory_pairs_train3.jsonl",
+    "train 4 (trained on)": "memory_pairs_train4.jsonl",
+    "held-out 13 (blind)": "memory_pairs_heldout13.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -154,11 +157,9 @@ def forest_probabilities(
 
 
 def with_forest(verdict: str, probabilities: dict[str, float], threshold: float) -> str:
-    """compare()'s verdict, or the forest's when compare() says new (as remembering asks)."""
-    if verdict != "new":
-        return verdict
-    best = max(("update", "duplicate"), key=lambda k: probabilities[k])
-    return best if probabilities[best] >= threshold else "new"
+    """compare()'s verdict with the forest weighed in, as remembering does."""
+    veto = MemoryConfig().pair_model_veto
+    return pair_model.combine(verdict, probabilities, threshold, veto)
 
 
 def by_thresholds(sim: float, duplicate: float, supersede: float) -> str:

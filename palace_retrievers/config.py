@@ -277,13 +277,21 @@ class MemoryConfig:
     pair_model: bool = field(
         default=True,
         metadata=_doc(
-            "when the structural matcher calls a pair new, ask the learned pair forest "
-            "(palace_retrievers.pair_model) whether it is an update or a duplicate"
+            "weigh in the learned pair forest (palace_retrievers.pair_model): it may call a "
+            "pair the structural matcher calls new an update or a duplicate, and overrule "
+            "an update"
         ),
     )
     pair_model_threshold: float = field(
         default=0.65,
         metadata=_doc("probability the pair forest needs to call a pair an update or duplicate"),
+    )
+    pair_model_veto: float = field(
+        default=0.8,
+        metadata=_doc(
+            "probability of 'new' at which the pair forest overrules the structural matcher's "
+            "update (1 never)"
+        ),
     )
     candidate_similarity: float = field(
         default=0.5,
@@ -364,6 +372,7 @@ class MemoryConfig:
             "supersede_similarity",
             "candidate_similarity",
             "pair_model_threshold",
+            "pair_model_veto",
             "relevance_weight",
             "importance_weight",
             "freshness_weight",

@@ -15,16 +15,17 @@ texts up word by word (:func:`palace_retrievers.wording.tokens`, so "switched" m
   "my car insurance is with something" / "I switched my car insurance to something");
 - the words each text alone has (the *values*: "Geico" / "switched Progressive").
 
-From these and the plain cosine it computes sixteen numbers (:data:`FEATURES`): how alike
+From these and the plain cosine it computes nineteen numbers (:data:`FEATURES`): how alike
 the templates are, how alike the values are, how much of each text the other lacks, a
 change cue, whether a lacking part holds a name, and so on. A random forest trained on the
 labelled pairs of ``benchmarks/data`` (``benchmarks/train_pair_model.py``, with a fixed
-seed; the held-out set written for it, ``memory_pairs_heldout12.jsonl``, is left out of
+seed; the held-out set written for it, ``memory_pairs_heldout13.jsonl``, is left out of
 training) turns them into the three probabilities. The forest ships as plain JSON
 (``palace_retrievers/data/pair_forest.json``): no pickle, no scikit-learn at run time.
 
-:func:`second_opinion` is asked only when the structural matcher says *new*; a verdict of
-the forest with probability below ``memory.pair_model_threshold`` leaves it new. The
+:func:`combine` weighs it in: a pair the structural matcher calls *new* takes the forest's
+*update* or *duplicate* when it is at least ``memory.pair_model_threshold`` sure, and a
+structural *update* the forest calls *new* with at least ``memory.pair_model_veto`` is new. The
 measured effect is in benchmarks/README.md ("Memories").
 """
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -67,6 +68,9 @@ FEATURES = (
     "a person among either text's own words",
     "a negation among either text's own words",
     "a typed value (time, date, number) among both texts' own words",
+    "an additive cue in the new text (also, too, another, 也, 又)",
+    "cosine of the old text and the new text's own words",
+    "cosine of the new text and the old text's own words",
 )
 CHANGE_WORDS = frozenset(
     words(
@@ -75,6 +79,8 @@ CHANGE_WORDS = frozenset(
         "upgraded went got"
     )
 )
+ADDITIVE_WORDS = frozenset(words("also too well another additionally second both extra"))
+ADDITIVE_ZH = ("也", "又", "还有", "另外", "另一", "多了")
 CHANGE_ZH = (
     "现在", "改", "换", "搬", "不再", "已经", "新", "转", "变", "调", "升", "不用",
     "开始", "后来", "如今", "目前", "最近",
@@ -103,6 +109,7 @@ class PairTexts:
         person: A person ("my son", "我妈") is among either text's own words.
         negation: A negation ("not", "不") is among either text's own words.
         typed: Both texts' own words hold a time, date or number.
+        additive: ``new`` adds rather than replaces ("also", "too", "as well", "也", "又").
     """
 
     old: str
@@ -119,6 +126,7 @@ class PairTexts:
     person: bool
     negation: bool
     typed: bool
+    additive: bool
 
     def texts(self) -> tuple[str, ...]:
         """The six texts to embed, in the order :func:`features` reads them."""
@@ -179,6 +187,8 @@ def line_up(old: str, new: str) -> PairTexts:
         or set(KIN_ZH.findall(old)) != set(KIN_ZH.findall(new)),
         negation=any(t.kind == "neg" for t in own_a + own_b),
         typed=any(t.kind in TYPED for t in own_a) and any(t.kind in TYPED for t in own_b),
+        additive=any(w in ADDITIVE_WORDS for w in words(new.lower()))
+        or any(c in new for c in ADDITIVE_ZH),
     )
 
 
@@ -208,6 +218,9 @@ def features(pair: PairTexts, vectors: npt.ArrayLike) -> npt.NDArray[np.float64]
             float(pair.person),
             float(pair.negation),
             float(pair.typed),
+            float(pair.additive),
+            float(v[0] @ v[5]),
+            float(v[1] @ v[4]),
         ]
     )
 
@@ -270,11 +283,17 @@ def judge(old: str, new: str, embed: Embed) -> dict[str, float]:
     return forest().probabilities(features(pair, embed(list(pair.texts()))))
 
 
-def second_opinion(old: str, new: str, embed: Embed, threshold: float) -> tuple[str, float]:
-    """``("update" | "duplicate", p)`` when the forest says so with ``p >= threshold``,
-    else ``("new", p_new)``."""
-    probabilities = judge(old, new, embed)
-    label = max(("update", "duplicate"), key=lambda k: probabilities[k])
-    if probabilities[label] >= threshold:
-        return label, probabilities[label]
-    return "new", probabilities["new"]
+def combine(verdict: str, probabilities: Mapping[str, float], threshold: float, veto: float) -> str:
+    """The structural matcher's ``verdict`` with the forest's ``probabilities`` weighed in.
+
+    A *new* becomes the forest's *update* or *duplicate* when it gives that at least
+    ``threshold``; an *update* becomes *new* when the forest gives *new* at least ``veto``
+    (the rules' updates on phrasings they were not written for are the less precise half);
+    anything else stands.
+    """
+    if verdict == "new":
+        label = max(("update", "duplicate"), key=lambda k: probabilities[k])
+        return label if probabilities[label] >= threshold else "new"
+    if verdict == "update" and probabilities["new"] >= veto:
+        return "new"
+    return verdict

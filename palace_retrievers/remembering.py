@@ -12,7 +12,9 @@ subject and slot with another value) or *new*, with ``memory.duplicate_similarit
 ``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
 the whole rule should the matcher fail). A pair it calls new goes on to the learned pair
 forest (:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which may call it an
-update or a duplicate when it is at least ``memory.pair_model_threshold`` sure. Then:
+update or a duplicate when it is at least ``memory.pair_model_threshold`` sure; a
+structural update the forest calls new with at least ``memory.pair_model_veto`` is new.
+Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
   two, its ``last_accessed`` and ``updated_at`` become now, a ``pending`` memory told
@@ -382,23 +384,25 @@ class Remembering:
             except Exception as exc:  # signal, not gate: fall back to the thresholds
                 log.warning("the memory matcher failed (%s: %s)", type(exc).__name__, exc)
             else:
-                if verdict in ("duplicate", "update"):
-                    return str(verdict)
-                return self._second_opinion(old.text, text) if cfg.pair_model else "new"
+                verdict = verdict if verdict in ("duplicate", "update") else "new"
+                if cfg.pair_model and verdict != "duplicate":
+                    return self._second_opinion(old.text, text, verdict)
+                return str(verdict)
         if sim >= cfg.duplicate_similarity:
             return "duplicate"
         return "update" if sim >= cfg.supersede_similarity else "new"
 
-    def _second_opinion(self, old_text: str, text: str) -> str:
-        """The pair forest's verdict on a pair the structural matcher calls new."""
+    def _second_opinion(self, old_text: str, text: str, verdict: str) -> str:
+        """The structural ``verdict`` with the pair forest weighed in (see pair_model)."""
+        cfg = self._config
         try:
-            verdict, _ = pair_model.second_opinion(
-                old_text, text, self._embed, self._config.pair_model_threshold
-            )
-        except Exception as exc:  # signal, not gate: the pair stays new
+            probabilities = pair_model.judge(old_text, text, self._embed)
+        except Exception as exc:  # signal, not gate: the structural verdict stands
             log.warning("the pair forest failed (%s: %s)", type(exc).__name__, exc)
-            return "new"
-        return verdict
+            return verdict
+        return pair_model.combine(
+            verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
+        )
 
     def _free_id(self, user_id: str | None, text: str, at: datetime) -> str:
         for attempt in range(100):

@@ -92,7 +92,7 @@ def test_the_shipped_forest_reads_and_was_not_trained_on_the_blind_sets() -> Non
     assert forest.features == pair_model.FEATURES
     trained_on = json.loads(pair_model.FOREST_FILE.read_text(encoding="utf-8"))["trained_on"]
     assert "memory_pairs.jsonl" in trained_on
-    assert not any("heldout12" in name for name in trained_on)
+    assert not any("heldout13" in name for name in trained_on)
 
 
 def test_lining_up_masks_what_the_other_text_lacks() -> None:
@@ -189,10 +189,10 @@ def test_two_facts_sharing_words_both_stay(palace: Palace, old: str, new: str) -
 def test_a_failing_forest_leaves_the_pair_new(
     palace: Palace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(*args: object, **kwargs: object) -> tuple[str, float]:
+    def broken(*args: object, **kwargs: object) -> dict[str, float]:
         raise ConfigError("the pair forest is damaged")
 
-    monkeypatch.setattr(pair_model, "second_opinion", broken)
+    monkeypatch.setattr(pair_model, "judge", broken)
     old, new = MISSED_UPDATES[0]
     palace.remember(old, user_id="u1")
     assert palace.remember(new, user_id="u1").action == "added"
@@ -204,3 +204,26 @@ def test_the_threshold_is_a_probability() -> None:
 
     with pytest.raises(ConfigError, match="pair_model_threshold"):
         MemoryConfig(pair_model_threshold=1.5)
+
+
+@pytest.mark.parametrize(
+    ("verdict", "probabilities", "expected"),
+    [
+        ("new", {"update": 0.7, "duplicate": 0.1, "new": 0.2}, "update"),
+        ("new", {"update": 0.1, "duplicate": 0.66, "new": 0.24}, "duplicate"),
+        ("new", {"update": 0.6, "duplicate": 0.0, "new": 0.4}, "new"),  # below the threshold
+        ("update", {"update": 0.1, "duplicate": 0.05, "new": 0.85}, "new"),  # vetoed
+        ("update", {"update": 0.2, "duplicate": 0.1, "new": 0.7}, "update"),  # below the veto
+        ("duplicate", {"update": 0.9, "duplicate": 0.0, "new": 0.1}, "duplicate"),  # stands
+    ],
+)
+def test_combine_weighs_the_forest_into_the_structural_verdict(
+    verdict: str, probabilities: dict[str, float], expected: str
+) -> None:
+    assert pair_model.combine(verdict, probabilities, threshold=0.65, veto=0.8) == expected
+
+
+def test_an_added_value_is_told_from_a_replaced_one() -> None:
+    assert pair_model.line_up("I play tennis", "I also play squash").additive
+    assert pair_model.line_up("家里养了一只猫", "最近又养了一只狗").additive
+    assert not pair_model.line_up("I play tennis", "I switched to squash").additive
