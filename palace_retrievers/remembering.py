@@ -1,7 +1,10 @@
-"""Remembering: how memories are added, deduplicated, superseded, edited and forgotten.
+"""Remembering: how a new memory is filed, deduplicated, or superseding older ones.
 
 :class:`Remembering` does the work behind :meth:`Palace.remember` and the other memory
-methods; the palace hands it the ledger, the embedder and its writer lock.
+methods; the palace hands it the ledger, the embedder and its writer lock. Filing a new
+memory is here; reading, editing, archiving, restoring, forgetting and ``gc`` come from
+its mixin :class:`~palace_retrievers.memory_keeping.MemoryKeeping`, and the checks on
+the arguments from :mod:`palace_retrievers.memory_checks`.
 
 **Dedupe and supersede.** A new memory is compared with the owner's current (``active``
 or ``pending``) memories that lie near it (cosine at least ``memory.candidate_similarity``,
@@ -34,11 +37,10 @@ transaction, and the vector index follows through the ledger's journal.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
@@ -48,30 +50,29 @@ import numpy.typing as npt
 from palace_retrievers import memory_match, pair_model
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Vectors
-from palace_retrievers.errors import InvalidQueryError, MemoryNotFoundError
+from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.ids import digest
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.memory_store import CURRENT
-from palace_retrievers.memories import (
-    GC_REASONS,
-    MEMORY_KINDS,
-    MEMORY_ORIGINS,
-    MEMORY_STATUSES,
-    GcReport,
-    Memory,
-    MemoryEvent,
-    Remembered,
+from palace_retrievers.memories import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
+from palace_retrievers.memory_checks import (
+    Time,
+    check_importance,
+    check_kind,
+    check_owner,
+    check_status,
+    check_strings,
+    check_text,
+    check_ttl,
 )
+from palace_retrievers.memory_keeping import MemoryKeeping
 from palace_retrievers.records import utc
 
 log = logging.getLogger(__name__)
 
 #: The statuses :meth:`Palace.remember` may file a memory with.
 REMEMBER_STATUSES = ("active", "pending")
-#: Longest memory text accepted, in characters (a memory is a statement, not a document).
-MAX_MEMORY_CHARS = 10_000
 
-Time = datetime | date | str | float | int
 #: ``nearest(vector, user_id, k)``: the owner's ``(memory id, cosine)`` pairs nearest
 #: ``vector`` among the *active* memories, from the vector index.
 Nearest = Callable[[npt.NDArray[np.float32], str | None, int], Sequence[tuple[str, float]]]
@@ -83,100 +84,6 @@ def matcher() -> ModuleType | None:
     return memory_match
 
 
-# -- validation -------------------------------------------------------------------------
-
-
-def check_text(text: object) -> str:
-    """A memory's text, stripped.
-
-    Raises:
-        InvalidQueryError: not a string, empty, or longer than :data:`MAX_MEMORY_CHARS`.
-    """
-    if not isinstance(text, str):
-        raise InvalidQueryError(f"a memory's text must be a string, not {type(text).__name__}")
-    text = text.strip()
-    if not text:
-        raise InvalidQueryError("the memory is empty: say what to remember")
-    if len(text) > MAX_MEMORY_CHARS:
-        raise InvalidQueryError(
-            f"the memory is {len(text)} characters long; the limit is {MAX_MEMORY_CHARS} "
-            "(file long texts as drawers with add_texts or mine)"
-        )
-    return text
-
-
-def check_kind(kind: object) -> str:
-    """Raises: InvalidQueryError: ``kind`` is not one of :data:`MEMORY_KINDS`."""
-    if not isinstance(kind, str) or kind not in MEMORY_KINDS:
-        raise InvalidQueryError(
-            f"unknown memory kind {kind!r}; kinds are: {', '.join(MEMORY_KINDS)}"
-        )
-    return kind
-
-
-def check_status(status: object, allowed: Sequence[str] = MEMORY_STATUSES) -> str:
-    """Raises: InvalidQueryError: ``status`` is not one of ``allowed``."""
-    if not isinstance(status, str) or status not in allowed:
-        raise InvalidQueryError(
-            f"unknown memory status {status!r}; it must be one of: {', '.join(allowed)}"
-        )
-    return status
-
-
-def check_importance(importance: object) -> float:
-    """Raises: InvalidQueryError: ``importance`` is not a number in [0, 1]."""
-    if (
-        isinstance(importance, bool)
-        or not isinstance(importance, int | float)
-        or not 0 <= importance <= 1
-    ):
-        raise InvalidQueryError(f"importance must be a number in [0, 1], not {importance!r}")
-    return float(importance)
-
-
-def check_ttl(ttl: object) -> timedelta | None:
-    """A time to live as a timedelta (``None``: the memory never expires).
-
-    Raises:
-        InvalidQueryError: ``ttl`` is not a timedelta or a number of seconds, or is not
-            positive.
-    """
-    if ttl is None:
-        return None
-    if isinstance(ttl, timedelta):
-        value = ttl
-    elif isinstance(ttl, int | float) and not isinstance(ttl, bool) and math.isfinite(ttl):
-        value = timedelta(seconds=float(ttl))
-    else:
-        raise InvalidQueryError(f"ttl must be a timedelta or seconds, not {ttl!r}")
-    if value <= timedelta(0):
-        raise InvalidQueryError(f"ttl must be positive, not {ttl!r}")
-    return value
-
-
-def check_strings(values: object, what: str) -> tuple[str, ...]:
-    """A tuple of distinct non-empty strings, in order.
-
-    Raises:
-        InvalidQueryError: ``values`` is a lone string or holds a non-string or empty one.
-    """
-    if isinstance(values, str) or not isinstance(values, Iterable):
-        raise InvalidQueryError(f"{what} must be a list of strings, not {values!r}")
-    out = []
-    for value in values:
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidQueryError(f"{what} must hold non-empty strings, not {value!r}")
-        out.append(value.strip())
-    return tuple(dict.fromkeys(out))
-
-
-def check_owner(user_id: object, what: str = "user_id") -> str | None:
-    """Raises: InvalidQueryError: ``user_id`` is neither a string nor ``None``."""
-    if user_id is not None and not isinstance(user_id, str):
-        raise InvalidQueryError(f"{what} must be a string, not {user_id!r}")
-    return user_id or None
-
-
 def memory_id(*, user_id: str | None, text: str, at: datetime, attempt: int = 0) -> str:
     """The id of a memory: its owner, text and the time it was remembered."""
     parts = [user_id or "", text, at.astimezone(UTC).isoformat()]
@@ -185,8 +92,11 @@ def memory_id(*, user_id: str | None, text: str, at: datetime, attempt: int = 0)
     return "m_" + digest(*parts)
 
 
-class Remembering:
+class Remembering(MemoryKeeping):
     """The memory lifecycle of one palace.
+
+    New memories are filed here; reading, changing and retiring them come from
+    :class:`~palace_retrievers.memory_keeping.MemoryKeeping`.
 
     Args:
         ledger: Where memories live.
@@ -565,257 +475,9 @@ class Remembering:
             )
         return Remembered(memory=memory, action="added")
 
-    # -- reading ------------------------------------------------------------------------
-
-    def get(self, memory_id_: str, *, user_id: str | None) -> Memory:
-        """The memory, if it belongs to ``user_id``.
-
-        Raises:
-            MemoryNotFoundError: no such memory, or another owner's.
-        """
-        if not isinstance(memory_id_, str) or not memory_id_:
-            raise InvalidQueryError(f"a memory id must be a non-empty string, not {memory_id_!r}")
-        owner = check_owner(user_id)
-        found = self._ledger.get_memories([memory_id_])
-        if not found or found[0].user_id != owner:
-            raise MemoryNotFoundError(
-                f"no memory {memory_id_!r} for "
-                + (f"user {owner!r}" if owner else "the unowned memories")
-                + "; list them with `palace memories`"
-            )
-        return found[0]
-
-    def list_memories(
-        self,
-        *,
-        user_id: str | None,
-        kind: str | None,
-        status: str | None,
-        limit: int,
-        offset: int,
-    ) -> list[Memory]:
-        """The owner's memories, newest first (see :meth:`Palace.memories`)."""
-        owner = check_owner(user_id)
-        if kind is not None:
-            check_kind(kind)
-        if status is not None:
-            check_status(status)
-        for name, value, least in (("limit", limit, 1), ("offset", offset, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise InvalidQueryError(f"{name} must be an integer >= {least}, not {value!r}")
-        return self._ledger.list_memories(
-            user_id=owner,
-            kind=kind,
-            statuses=None if status is None else (status,),
-            limit=limit,
-            offset=offset,
-        )
-
-    def history(self, memory_id_: str, *, user_id: str | None) -> list[MemoryEvent]:
-        """Every event of the memory, oldest first (also of a deleted memory).
-
-        Raises:
-            MemoryNotFoundError: no history for that id and owner.
-        """
-        owner = check_owner(user_id)
-        found = self._ledger.get_memories([memory_id_])
-        events = self._ledger.memory_history(memory_id_)
-        if found:
-            if found[0].user_id != owner:
-                events = []
-        elif events and events[0].user_id != owner:
-            events = []
-        if not events:
-            self.get(memory_id_, user_id=owner)  # raises the not-found error
-        return events
-
-    def chain(self, memory_id_: str, *, user_id: str | None) -> list[Memory]:
-        """The supersede chain through the memory, oldest first."""
-        start = self.get(memory_id_, user_id=user_id)
-        seen = {start.id: start}
-        frontier = [start.id]
-        while frontier:
-            before = self._ledger.predecessors(frontier)
-            frontier = []
-            for memories in before.values():
-                for m in memories:
-                    if m.id not in seen and m.user_id == start.user_id:
-                        seen[m.id] = m
-                        frontier.append(m.id)
-        current = start
-        while current.superseded_by and current.superseded_by not in seen:
-            found = self._ledger.get_memories([current.superseded_by])
-            if not found or found[0].user_id != start.user_id:
-                break
-            current = seen[found[0].id] = found[0]
-        return sorted(seen.values(), key=lambda m: (m.created_at, m.id))
-
-    # -- changing -----------------------------------------------------------------------
-
-    def edit(
-        self,
-        memory_id_: str,
-        *,
-        user_id: str | None,
-        text: str | None = None,
-        importance: float | None = None,
-        tags: Iterable[str] | None = None,
-        kind: str | None = None,
-        detail: Mapping[str, Any] | None = None,
-    ) -> Memory:
-        """Change the memory's text (re-embedded), importance, tags or kind."""
-        new_text = check_text(text) if text is not None else None
-        new_importance = check_importance(importance) if importance is not None else None
-        new_tags = check_strings(tags, "tags") if tags is not None else None
-        new_kind = check_kind(kind) if kind is not None else None
-        vector = self._embed([new_text])[0] if new_text is not None else None
-        with self._writing("edit memory"):
-            old = self.get(memory_id_, user_id=user_id)
-            at = datetime.now(UTC)
-            changes: dict[str, Any] = {}
-            if new_text is not None and new_text != old.text:
-                changes["text"] = new_text
-                changes["slot"] = _slot(matcher(), new_text)
-                changes["updated_at"] = at
-            if new_importance is not None and new_importance != old.importance:
-                changes["importance"] = new_importance
-            if new_tags is not None and new_tags != old.tags:
-                changes["tags"] = new_tags
-            if new_kind is not None and new_kind != old.kind:
-                changes["kind"] = new_kind
-            if not changes:
-                return old
-            new = replace(old, **changes)
-            event = MemoryEvent(
-                memory_id=old.id,
-                event="update",
-                at=at,
-                user_id=old.user_id,
-                old_text=old.text,
-                new_text=new.text,
-                detail={
-                    **(detail or {}),
-                    "changed": sorted(k for k in changes if k not in ("slot", "updated_at")),
-                },
-            )
-            vectors = {new.id: vector} if vector is not None and "text" in changes else None
-            self._ledger.save_memories([new], vectors=vectors, model=self._model, events=[event])
-            self._sync_index()
-            return new
-
-    def _set_status(
-        self, memory: Memory, status: str, event: str, at: datetime, **detail: Any
-    ) -> tuple[Memory, MemoryEvent]:
-        new = replace(memory, status=status, status_at=at)
-        return new, MemoryEvent(
-            memory_id=memory.id,
-            event=event,
-            at=at,
-            user_id=memory.user_id,
-            old_text=memory.text,
-            old_status=memory.status,
-            new_status=status,
-            detail=detail,
-        )
-
-    def delete(self, memory_id_: str, *, user_id: str | None) -> Memory:
-        """Archive the memory (restorable); history: ``delete``."""
-        with self._writing("delete memory"):
-            old = self.get(memory_id_, user_id=user_id)
-            if old.status == "archived":
-                return old
-            new, event = self._set_status(old, "archived", "delete", datetime.now(UTC), soft=True)
-            self._ledger.save_memories([new], events=[event])
-            self._sync_index()
-            return new
-
-    def restore(self, memory_id_: str, *, user_id: str | None) -> Memory:
-        """Bring an archived memory back: ``active``, or ``superseded`` again when it had
-        been superseded (a restore never makes two current values of one thing). A
-        ``pending`` memory is confirmed: it becomes active and supersedes the active
-        memories it updates.
-
-        Raises:
-            InvalidQueryError: the memory is neither archived nor pending.
-        """
-        with self._writing("restore memory"):
-            old = self.get(memory_id_, user_id=user_id)
-            at = datetime.now(UTC)
-            if old.status == "pending":
-                new, event = self._set_status(old, "active", "restore", at, confirmed=True)
-                new, superseded, events = self._confirm(new, at)
-                self._ledger.save_memories([new, *superseded], events=[event, *events])
-                self._sync_index()
-                return new
-            if old.status != "archived":
-                raise InvalidQueryError(
-                    f"memory {old.id!r} is {old.status}, not archived or pending: "
-                    "there is nothing to restore"
-                )
-            successor = self._ledger.get_memories([old.superseded_by]) if old.superseded_by else []
-            status = "superseded" if successor else "active"
-            new, event = self._set_status(old, status, "restore", at)
-            if status == "active":
-                new = replace(new, superseded_by=None)
-            self._ledger.save_memories([new], events=[event])
-            self._sync_index()
-            return new
-
-    def forget(self, ids: Iterable[str], *, user_id: str | None) -> int:
-        """Delete the owner's memories among ``ids`` for good (their history stays, with a
-        ``delete`` event); returns how many were deleted."""
-        wanted = check_strings(ids, "ids")
-        owner = check_owner(user_id)
-        with self._writing("forget memories"):
-            mine = [m for m in self._ledger.get_memories(list(wanted)) if m.user_id == owner]
-            at = datetime.now(UTC)
-            events = [
-                MemoryEvent(
-                    memory_id=m.id,
-                    event="delete",
-                    at=at,
-                    user_id=m.user_id,
-                    old_text=m.text,
-                    old_status=m.status,
-                    detail={"hard": True},
-                )
-                for m in mine
-            ]
-            deleted = self._ledger.delete_memories([m.id for m in mine], events=events)
-            self._sync_index()
-            return deleted
-
-    def gc(self, *, now: Time | None = None, dry_run: bool = False) -> GcReport:
-        """Archive, across every owner, the memories the ``[memory]`` policy retires."""
-        at = datetime.now(UTC) if now is None else utc(now)
-        cfg = self._config
-        with self._writing("gc"):
-            found = self._ledger.gc_candidates(
-                now=at,
-                superseded_before=at - timedelta(days=cfg.gc_superseded_days),
-                unused_before=at - timedelta(days=cfg.gc_unused_days),
-                unused_importance=cfg.gc_unused_importance,
-            )
-            ids = {reason: tuple(m.id for m in found.get(reason, ())) for reason in GC_REASONS}
-            report = GcReport(
-                expired=len(ids["expired"]),
-                superseded=len(ids["superseded"]),
-                unused=len(ids["unused"]),
-                ids=ids,
-                dry_run=dry_run,
-            )
-            if dry_run or not report.total:
-                return report
-            changed: list[Memory] = []
-            events: list[MemoryEvent] = []
-            for reason in GC_REASONS:
-                for memory in found.get(reason, ()):
-                    new, event = self._set_status(memory, "archived", "archive", at, reason=reason)
-                    changed.append(new)
-                    events.append(event)
-            self._ledger.save_memories(changed, events=events)
-            self._sync_index()
-            return report
+    def _slot_of(self, text: str) -> str | None:
+        """The slot of ``text`` by the structural matcher (see :func:`matcher`)."""
+        return _slot(matcher(), text)
 
 
 def _slot(match: ModuleType | None, text: str) -> str | None:
