@@ -115,7 +115,8 @@ SETS = {
     "held-out 12 (seen)": "memory_pairs_heldout12.jsonl",
     "train 3 (trained on)": "memory_pairs_train3.jsonl",
     "train 4 (trained on)": "memory_pairs_train4.jsonl",
-    "held-out 13 (blind)": "memory_pairs_heldout13.jsonl",
+    "held-out 13 (seen)": "memory_pairs_heldout13.jsonl",
+    "held-out 14 (blind)": "memory_pairs_heldout14.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -144,16 +145,19 @@ def similarities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[float
 def forest_probabilities(
     model: Embedder, pairs: Sequence[dict[str, str]]
 ) -> list[dict[str, float]]:
-    """The pair forest's probabilities for each pair (the palace's embedder, batched)."""
+    """The pair model's probabilities for each pair (the palace's embedder, batched)."""
     lined = [pair_model.line_up(p["old"], p["new"]) for p in pairs]
     texts = sorted({t for pair in lined for t in pair.texts()})
     vectors = np.asarray(model.embed_documents(texts))
     where = {t: i for i, t in enumerate(texts)}
-    forest = pair_model.forest()
-    return [
-        forest.probabilities(pair_model.features(pair, vectors[[where[t] for t in pair.texts()]]))
-        for pair in lined
-    ]
+    learned = pair_model.model()
+    out = []
+    for pair in lined:
+        six = vectors[[where[t] for t in pair.texts()]]
+        out.append(
+            learned.probabilities(pair_model.features(pair, six), pair_model.pair_vectors(six))
+        )
+    return out
 
 
 def with_forest(verdict: str, probabilities: dict[str, float], threshold: float) -> str:

@@ -277,19 +277,19 @@ class MemoryConfig:
     pair_model: bool = field(
         default=True,
         metadata=_doc(
-            "weigh in the learned pair forest (palace_retrievers.pair_model): it may call a "
+            "weigh in the learned pair model (palace_retrievers.pair_model): it may call a "
             "pair the structural matcher calls new an update or a duplicate, and overrule "
             "an update"
         ),
     )
     pair_model_threshold: float = field(
-        default=0.65,
-        metadata=_doc("probability the pair forest needs to call a pair an update or duplicate"),
+        default=0.6,
+        metadata=_doc("probability the pair model needs to call a pair an update or duplicate"),
     )
     pair_model_veto: float = field(
         default=0.8,
         metadata=_doc(
-            "probability of 'new' at which the pair forest overrules the structural matcher's "
+            "probability of 'new' at which the pair model overrules the structural matcher's "
             "update (1 never)"
         ),
     )

@@ -17,37 +17,37 @@ texts up word by word (:func:`palace_retrievers.wording.tokens`, so "switched" m
 
 From these and the plain cosine it computes nineteen numbers (:data:`FEATURES`): how alike
 the templates are, how alike the values are, how much of each text the other lacks, a
-change cue, whether a lacking part holds a name, and so on. A random forest trained on the
-labelled pairs of ``benchmarks/data`` (``benchmarks/train_pair_model.py``, with a fixed
-seed; the held-out set written for it, ``memory_pairs_heldout13.jsonl``, is left out of
-training) turns them into the three probabilities. The forest ships as plain JSON
-(``palace_retrievers/data/pair_forest.json``): no pickle, no scikit-learn at run time.
+change cue, an additive cue, whether a lacking part holds a name or a person, and so on.
+A random forest over those numbers and a logistic regression over them and the six
+vectors (:func:`pair_vectors`), trained on the labelled pairs of ``benchmarks/data``
+(``benchmarks/train_pair_model.py``, fixed seed; the newest held-out set is left out of
+training), give the three probabilities, averaged (:mod:`palace_retrievers.pair_estimators`;
+plain JSON in ``palace_retrievers/data/pair_model.json``: no pickle, no scikit-learn at run
+time).
 
-:func:`combine` weighs it in: a pair the structural matcher calls *new* takes the forest's
+:func:`combine` weighs it in: a pair the structural matcher calls *new* takes the model's
 *update* or *duplicate* when it is at least ``memory.pair_model_threshold`` sure, and a
-structural *update* the forest calls *new* with at least ``memory.pair_model_veto`` is new. The
+structural *update* the model calls *new* with at least ``memory.pair_model_veto`` is new. The
 measured effect is in benchmarks/README.md ("Memories").
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from palace_retrievers import pair_estimators
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.memory_match import PEOPLE
 from palace_retrievers.memory_reading import KIN_ZH
 from palace_retrievers.wording import TYPED, Token, tokens, words
 
-FOREST_FILE = Path(__file__).resolve().parent / "data" / "pair_forest.json"
 LABELS = ("duplicate", "new", "update")
 MASK = "something"
 NOTHING = "nothing"
@@ -225,69 +225,37 @@ def features(pair: PairTexts, vectors: npt.ArrayLike) -> npt.NDArray[np.float64]
     )
 
 
-class Forest:
-    """A random forest's trees as arrays, read from the JSON the trainer writes.
-
-    Each tree is ``feature``, ``threshold``, ``left``, ``right`` (child indexes, -1 at a
-    leaf) and ``value`` (the class shares at each node). A sample goes left when its
-    feature, as float32, is at most the threshold (as scikit-learn decides), and the
-    forest's probabilities are the mean of its leaves' shares.
-    """
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        try:
-            self.labels = tuple(str(label) for label in spec["labels"])
-            self.features = tuple(str(name) for name in spec["features"])
-            self._trees = [
-                (
-                    np.asarray(t["feature"], dtype=np.int64),
-                    np.asarray(t["threshold"], dtype=np.float64),
-                    np.asarray(t["left"], dtype=np.int64),
-                    np.asarray(t["right"], dtype=np.int64),
-                    np.asarray(t["value"], dtype=np.float64),
-                )
-                for t in spec["trees"]
-            ]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"not a pair forest: {exc}") from exc
-        if not self._trees or self.features != FEATURES or set(self.labels) != set(LABELS):
-            raise ConfigError("the pair forest does not match this version's features")
-
-    def probabilities(self, x: npt.ArrayLike) -> dict[str, float]:
-        """Each label's probability for one feature vector."""
-        sample = np.asarray(x, dtype=np.float32)
-        total = np.zeros(len(self.labels))
-        for feature, threshold, left, right, value in self._trees:
-            node = 0
-            while left[node] >= 0:
-                node = left[node] if sample[feature[node]] <= threshold[node] else right[node]
-            leaf = value[node]
-            total += leaf / max(float(leaf.sum()), 1e-12)
-        total /= len(self._trees)
-        return {label: float(p) for label, p in zip(self.labels, total, strict=True)}
+def pair_vectors(vectors: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The pair's vectors side by side, for the linear model: for the two texts, the two
+    templates and the two sets of differing words, each pair's |a − b| and a ⊙ b."""
+    v = np.asarray(vectors, dtype=np.float64)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    parts = []
+    for a, b in ((2, 3), (4, 5), (0, 1)):
+        parts += [np.abs(v[a] - v[b]), v[a] * v[b]]
+    return np.concatenate(parts)
 
 
-@cache
-def forest(path: Path = FOREST_FILE) -> Forest:
-    """The shipped forest (read once)."""
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the pair forest {path}: {exc}") from exc
-    return Forest(spec)
+def model(path: Path = pair_estimators.MODEL_FILE) -> pair_estimators.PairModel:
+    """The shipped model, checked against this version's features."""
+    loaded = pair_estimators.load(path)
+    if loaded.features != FEATURES or set(loaded.labels) != set(LABELS):
+        raise ConfigError("the pair model does not match this version's features")
+    return loaded
 
 
 def judge(old: str, new: str, embed: Embed) -> dict[str, float]:
-    """The forest's probability of each label for the pair (old, new)."""
+    """The model's probability of each label for the pair (old, new)."""
     pair = line_up(old, new)
-    return forest().probabilities(features(pair, embed(list(pair.texts()))))
+    vectors = np.asarray(embed(list(pair.texts())), dtype=np.float64)
+    return model().probabilities(features(pair, vectors), pair_vectors(vectors))
 
 
 def combine(verdict: str, probabilities: Mapping[str, float], threshold: float, veto: float) -> str:
-    """The structural matcher's ``verdict`` with the forest's ``probabilities`` weighed in.
+    """The structural matcher's ``verdict`` with the model's ``probabilities`` weighed in.
 
-    A *new* becomes the forest's *update* or *duplicate* when it gives that at least
-    ``threshold``; an *update* becomes *new* when the forest gives *new* at least ``veto``
+    A *new* becomes the model's *update* or *duplicate* when it gives that at least
+    ``threshold``; an *update* becomes *new* when the model gives *new* at least ``veto``
     (the rules' updates on phrasings they were not written for are the less precise half);
     anything else stands.
     """

@@ -1,9 +1,10 @@
-"""The learned pair forest (palace_retrievers.pair_model).
+"""The learned pair model (palace_retrievers.pair_model, pair_estimators).
 
-The forest's reader and the lining up of two texts are pure logic, tested on hand-made
-trees and vectors. What the shipped forest decides is tested with the REAL
-all-MiniLM-L6-v2 through ``Palace.remember`` (real Chroma, real SQLite), on pairs written
-for this test (in no benchmark set) that the structural matcher alone calls new.
+The model's readers (forest, linear, their average) and the lining up of two texts are
+pure logic, tested on hand-made trees and vectors. What the shipped model decides is
+tested with the REAL all-MiniLM-L6-v2 through ``Palace.remember`` (real Chroma, real
+SQLite), on pairs written for this test (in no benchmark set) that the structural matcher
+alone calls new.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from palace_retrievers import Palace, pair_model
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.memory_match import compare
+from palace_retrievers.pair_estimators import Forest, Linear, PairModel
 
 
 def one_tree(feature: int, threshold: float, left: list[float], right: list[float]) -> dict:
@@ -31,68 +33,108 @@ def one_tree(feature: int, threshold: float, left: list[float], right: list[floa
     }
 
 
-def spec(*trees: dict) -> dict:
-    return {
-        "labels": list(pair_model.LABELS),
-        "features": list(pair_model.FEATURES),
-        "trees": list(trees),
-    }
+def linear(width: int, coef: list[list[float]], intercept: list[float]) -> dict:
+    """A linear model over ``width`` inputs, unscaled (mean 0, scale 1)."""
+    return {"mean": [0.0] * width, "scale": [1.0] * width, "coef": coef, "intercept": intercept}
 
 
 def test_the_forest_averages_the_shares_of_its_leaves() -> None:
-    forest = pair_model.Forest(
-        spec(
+    forest = Forest(
+        [
             one_tree(0, 0.5, [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]),  # duplicate, new, update
             one_tree(1, 0.2, [2.0, 2.0, 0.0], [0.0, 1.0, 3.0]),  # counts, not shares
-        )
+        ]
     )
     x = np.zeros(len(pair_model.FEATURES))
     x[0], x[1] = 0.9, 0.1
-    got = forest.probabilities(x)
-    assert got == pytest.approx({"duplicate": 0.25, "new": 0.25, "update": 0.5})
+    assert forest.probabilities(x) == pytest.approx([0.25, 0.25, 0.5])
     x[0] = 0.5  # at the threshold: left, as scikit-learn decides
-    assert forest.probabilities(x)["new"] == pytest.approx(0.75)
+    assert forest.probabilities(x)[1] == pytest.approx(0.75)
 
 
 def test_thresholds_are_compared_in_float32_as_scikit_learn_does() -> None:
     threshold = float(np.float32(0.3))  # scikit-learn's thresholds sit between float32 values
-    forest = pair_model.Forest(spec(one_tree(0, threshold, [0, 1, 0], [0, 0, 1])))
+    forest = Forest([one_tree(0, threshold, [0, 1, 0], [0, 0, 1])])
     x = np.zeros(len(pair_model.FEATURES))
     x[0] = 0.3  # a float64 above the float32 threshold, equal to it in float32
-    assert forest.probabilities(x)["new"] == 1.0
+    assert forest.probabilities(x)[1] == 1.0
+
+
+def test_the_linear_model_is_a_softmax_of_scaled_inputs() -> None:
+    model = Linear(
+        {
+            "mean": [1.0, 0.0],
+            "scale": [2.0, 1.0],
+            "coef": [[1, 0], [0, 1], [0, 0]],
+            "intercept": [0, 0, 0],
+        }
+    )
+    p = model.probabilities([3.0, 0.0])  # scaled: (1, 0)
+    assert p == pytest.approx(np.exp([1, 0, 0]) / np.exp([1, 0, 0]).sum())
+    with pytest.raises(ValueError, match="width"):
+        Linear({"mean": [0.0], "scale": [1.0, 1.0], "coef": [[1.0]], "intercept": [0.0]})
+
+
+def test_the_pair_model_averages_forest_and_linear_model() -> None:
+    width = 2
+    model = PairModel(
+        {
+            "labels": list(pair_model.LABELS),
+            "features": ["a"],
+            "forest": {"trees": [one_tree(0, 0.5, [1, 0, 0], [0, 0, 1])]},
+            "linear": linear(width, [[0, 0], [0, 0], [0, 0]], [0, 0, 0]),  # uniform
+        }
+    )
+    got = model.probabilities([0.9], [0.0])
+    assert got == pytest.approx({"duplicate": 1 / 6, "new": 1 / 6, "update": 0.5 + 1 / 6})
+    with pytest.raises(ConfigError, match="reads 2 inputs"):
+        model.probabilities([0.9], [0.0, 1.0])
 
 
 @pytest.mark.parametrize(
     "broken",
     [
-        {"labels": ["a"], "features": [], "trees": []},
-        {"trees": [{}]},
+        {"labels": ["a"], "features": []},
+        {"labels": [], "features": [], "forest": {"trees": []}, "linear": linear(1, [[1]], [0])},
+        {"labels": [], "features": [], "forest": {"trees": [{}]}, "linear": linear(1, [[1]], [0])},
         {
-            "labels": list(pair_model.LABELS),
-            "features": ["cosine"],
-            "trees": [one_tree(0, 0, [1, 0, 0], [1, 0, 0])],
+            "labels": [],
+            "features": [],
+            "forest": {"trees": [one_tree(0, 0, [1, 0, 0], [1, 0, 0])]},
+            "linear": linear(1, [[1]], [0, 1]),
         },
-        {"labels": list(pair_model.LABELS), "features": list(pair_model.FEATURES), "trees": []},
     ],
 )
-def test_a_forest_that_does_not_fit_this_version_is_refused(broken: dict) -> None:
-    with pytest.raises(ConfigError):
-        pair_model.Forest(broken)
+def test_a_broken_model_is_refused(broken: dict) -> None:
+    with pytest.raises(ConfigError, match="not a pair model"):
+        PairModel(broken)
 
 
-def test_a_damaged_forest_file_is_a_config_error(tmp_path: Path) -> None:
-    path = tmp_path / "forest.json"
+def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "model.json"
+    spec = {
+        "labels": list(pair_model.LABELS),
+        "features": ["cosine"],
+        "forest": {"trees": [one_tree(0, 0, [1, 0, 0], [1, 0, 0])]},
+        "linear": linear(1, [[1], [0], [0]], [0, 0, 0]),
+    }
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(ConfigError, match="does not match this version"):
+        pair_model.model(path)
+
+
+def test_a_damaged_model_file_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "model.json"
     path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigError, match="cannot read the pair forest"):
-        pair_model.forest(path)
+    with pytest.raises(ConfigError, match="cannot read the pair model"):
+        pair_model.model(path)
 
 
-def test_the_shipped_forest_reads_and_was_not_trained_on_the_blind_sets() -> None:
-    forest = pair_model.forest()
-    assert forest.features == pair_model.FEATURES
-    trained_on = json.loads(pair_model.FOREST_FILE.read_text(encoding="utf-8"))["trained_on"]
-    assert "memory_pairs.jsonl" in trained_on
-    assert not any("heldout13" in name for name in trained_on)
+def test_the_shipped_model_reads_and_was_not_trained_on_the_blind_set() -> None:
+    model = pair_model.model()
+    assert model.features == pair_model.FEATURES
+    assert "memory_pairs.jsonl" in model.trained_on
+    assert not any("heldout14" in name for name in model.trained_on)
 
 
 def test_lining_up_masks_what_the_other_text_lacks() -> None:
@@ -130,6 +172,7 @@ def test_features_read_the_six_vectors_in_order() -> None:
     assert f[1] == pytest.approx(np.sqrt(0.5))  # template cosine (vectors are normalised)
     assert f[2] == pytest.approx(1.0)  # value cosine
     assert f[3] == pytest.approx(np.sqrt(0.5) - 1.0)
+    assert pair_model.pair_vectors(vectors).shape == (6 * 6,)
     with pytest.raises(ValueError, match="6 vectors"):
         pair_model.features(pair, vectors[:5])
 
