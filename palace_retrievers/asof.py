@@ -33,12 +33,35 @@ Chinese                                period
 ``3天前``, ``两个月前``, ``一年前``           that far back
 =====================================  ==========================================
 
+Without a year, a month or a day is its most recent occurrence that has begun by ``now``
+("in March" asked in June 2026 is March 2026, asked in February 2026 it is March 2025;
+"June 3" asked on June 3 is that day). ``last year``/``this year`` after it, or
+``去年``/``今年``/``前年`` before it, give the year; ``last March`` is never the current
+month:
+
+=====================================  ==========================================
+without a year                         period
+=====================================  ==========================================
+``on June 3``, ``June 3rd``,           that day
+``3 June``, ``the 3rd of June``
+``in March``, ``during May``,          that month (a month alone only after one of
+``since April``, ``last March``,       these words, so "May I…" is no date; ``May``
+``of June``, ``in early March``        and ``March`` alone only capitalised, so "march
+                                       to the office" is none; ``Jan``-style short
+                                       names alone only capitalised, never after "of")
+``March last year``,                   that month (or day) of that year
+``June 3 this year``
+``6月3日``, ``6月3号``, ``六月三号``         that day
+``3月``, ``3月份``, ``三月``               that month
+``去年3月``, ``今年6月3日``                 that month (or day) of that year
+=====================================  ==========================================
+
 A phrase before the date that only says "at that time" goes with it: ``in``, ``on``,
-``during``, ``as of``, ``back in``, ``at``, ``around``, and ``截至``, ``截止到``, ``在``
-before, ``的时候``, ``时`` after. Dates without a year ("in March") and spelled-out
-Chinese years (二〇二四年) are not understood: "in March" could be last March or the next
-one. A period that has not started yet is no as-of question (:func:`period_in` returns
-``None``): the current value answers "Where will I live in 2030?" as well as anything.
+``during``, ``as of``, ``back in``, ``at``, ``around``, ``since``, ``until``, ``of``, and
+``截至``, ``截止到``, ``在`` before, ``的时候``, ``时`` after. Spelled-out Chinese years
+(二〇二四年) are not understood. A period that has not started yet is no as-of question
+(:func:`period_in` returns ``None``): the current value answers "Where will I live in
+2030?" as well as anything.
 """
 
 from __future__ import annotations
@@ -69,7 +92,8 @@ _MONTHS = {
     )
     for name in names.split()
 }
-_MONTH = "(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH_WORDS = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH = "(?:" + _MONTH_WORDS + r")\.?"
 _YEAR = r"(?:19|20|21)\d\d"
 _TH = r"(?:st|nd|rd|th)?"
 _ZH_DIGITS = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8}
@@ -92,6 +116,15 @@ _UNITS = {"day": "day", "week": "week", "month": "month", "year": "year"}
 _ZH_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "个星期": "week"}
 _ZH_UNITS |= {"个月": "month", "月": "month", "年": "year"}
 
+# Dates without a year. Whether a month's name is one is checked by _month_word_ok.
+_BARE_MONTH = rf"(?P<mn>{_MONTH_WORDS})\b\.?"
+_NO_YEAR_AFTER = rf"(?![-/:]\d)(?!,?\s*{_YEAR}\b)"  # "June 3, 2030": not this table's
+_YEAR_AFTER = r"(?:,?\s+(?:of\s+)?(?P<rel>last|this)\s+year\b)?"
+_ZH_MONTH = r"1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九]"
+_ZH_DAY = r"[12]\d|3[01]|0?[1-9]|[二三]?十[一二三四五六七八九]?|[一二三四五六七八九]"
+_ZH_NOT_BEFORE = r"[\d年月个第每零〇一二两三四五六七八九十]"
+_MONTH_ALONE_AFTER = r"back\s+in|as\s+of|in|during|throughout|since|until|till|of|around|last"
+
 # Each pattern has named groups for its parts; the first that matches wins, in this order.
 _PATTERNS = [
     re.compile(p, re.IGNORECASE)
@@ -105,6 +138,13 @@ _PATTERNS = [
         rf"(?P<y>{_YEAR})\s*年\s*(?P<m>\d{{1,2}})\s*月(?:份)?",
         rf"(?P<y>{_YEAR})\s*年(?:份)?(?!\s*\d)",
         rf"\b(?:back\s+in|in|during|throughout|as\s+of|as\s+at)\s+(?P<y>{_YEAR})\b(?![-/.]\d)",
+        rf"\b{_BARE_MONTH}\s+(?P<d>\d{{1,2}})(?P<th>st|nd|rd|th)?\b{_NO_YEAR_AFTER}{_YEAR_AFTER}",
+        rf"(?:\bthe\s+)?\b(?P<d>\d{{1,2}})(?P<th>st|nd|rd|th)?\s+(?P<of>of\s+)?{_BARE_MONTH}"
+        rf"{_NO_YEAR_AFTER}{_YEAR_AFTER}",
+        rf"\b(?P<pre>{_MONTH_ALONE_AFTER})\s+(?:(?:early|late|mid)[\s-]+)?{_BARE_MONTH}"
+        rf"(?!\s*\d){_YEAR_AFTER}",
+        rf"(?:(?P<zrel>去年|今年|前年)\s*|(?<!{_ZH_NOT_BEFORE}))(?P<m>{_ZH_MONTH})\s*月(?!\s*以?前)"
+        rf"(?:份)?(?:\s*(?P<d>{_ZH_DAY})\s*[日号])?",
         r"\b(?P<yesterday>yesterday)\b",
         r"\blast\s+(?P<last>week|month|year)\b",
         r"\b(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
@@ -114,13 +154,24 @@ _PATTERNS = [
     )
 ]
 _BEFORE = re.compile(
-    r"(?:\b(?:back\s+in|in|on|during|throughout|as\s+of|as\s+at|at|around|from)\s+|"
+    r"(?:\b(?:back\s+in|in|on|during|throughout|as\s+of|as\s+at|at|around|from|since|until|"
+    r"till|of)\s+|"
     r"(?:截至|截止到|截止|在)\s*)$",
     re.IGNORECASE,
 )
 _AFTER = re.compile(r"^\s*(?:的时候|时候|时|的)")
 #: Every period :func:`period_in` understands has one of these (checked first, cheaply).
-_MAYBE = re.compile(r"[\d０-９]|yesterday|last|ago|昨天|上周|上个|去年|前年|前", re.IGNORECASE)
+_MAYBE = re.compile(
+    rf"[\d０-９]|yesterday|last|ago|昨天|上周|上个|去年|前年|前|月|\b(?:{_MONTH_WORDS})\b",
+    re.IGNORECASE,
+)
+#: A word before a lower-case "may" or "march" with a day that makes it a month's name.
+_PREPOSITION = re.compile(
+    r"\b(?:on|in|of|since|until|till|by|before|after|from|during|as\s+of|around)\s+$",
+    re.IGNORECASE,
+)
+#: The years back that ``last year``, ``this year``, ``去年``, ``今年``, ``前年`` name.
+_YEARS_BACK = {"last": 1, "this": 0, "去年": 1, "今年": 0, "前年": 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +240,47 @@ def _back(now: datetime, unit: str, count: int) -> tuple[datetime, datetime]:
     return start, datetime(now.year - count + 1, 1, 1, tzinfo=UTC)
 
 
+def _recent(
+    now: datetime, month: int, day: int, *, back: int | None, before: bool
+) -> tuple[datetime, datetime] | None:
+    """The month (``day`` 0) or day without a year that ``now`` means: in the year ``back``
+    years before ``now``'s when given; else its latest occurrence begun by ``now`` (ended by
+    it when ``before``: "last March"). ``None`` for no such date (June 31, month 13)."""
+    years = [now.year - back] if back is not None else range(now.year, now.year - 9, -1)
+    for year in years:
+        try:
+            start = datetime(year, month, day or 1, tzinfo=UTC)
+        except ValueError:
+            if (month, day) == (2, 29):
+                continue  # a leap day: the latest leap year's
+            return None
+        end = start + timedelta(days=1) if day else _add_months(start, 1)
+        if back is None and (start > now or (before and end > now)):
+            continue
+        return start, end
+    return None
+
+
+def _month_word_ok(match: re.Match[str], text: str) -> bool:
+    """Whether a month's name without a year is meant as one (see the module's tables).
+    Capitalised, it is (short names alone: not after "of", "a photo of Jan"); lower-case,
+    ``may``/``march``/short names only with a day and "on", "in"… before
+    (``on may 3``) or an ordinal or "of" (``3rd of may``), other names always."""
+    groups = match.groupdict()
+    token = groups.get("mn") or ""
+    name = token.lower()
+    full = len(name) > 3 or name == "may"
+    if token[:1].isupper():
+        return full or (groups.get("pre") or "").lower() != "of"
+    if groups.get("d") is None:  # a month alone, lower-case
+        return full and name not in ("may", "march")
+    if full and name not in ("may", "march"):
+        return True
+    if match.start("mn") > match.start("d"):  # "3rd of may"
+        return bool(groups.get("th") or groups.get("of"))
+    return _PREPOSITION.search(text[: match.start()]) is not None  # "on may 3"
+
+
 def _bounds(groups: dict[str, str | None], now: datetime) -> tuple[datetime, datetime] | None:
     """``(start, end)`` of a match's period; ``None`` for an impossible date."""
     try:
@@ -205,6 +297,16 @@ def _bounds(groups: dict[str, str | None], now: datetime) -> tuple[datetime, dat
             return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
     except ValueError:
         return None  # 2024-02-30, month 13
+    if groups.get("mn") or groups.get("m"):  # without a year
+        month = _MONTHS.get((groups.get("mn") or "").lower()) or _count(groups.get("m") or "")
+        year_word = (groups.get("rel") or groups.get("zrel") or "").lower()
+        return _recent(
+            now,
+            month,
+            _count(groups.get("d") or "0"),
+            back=_YEARS_BACK.get(year_word),
+            before=(groups.get("pre") or "").lower() == "last",
+        )
     if groups.get("yesterday"):
         return _back(now, "day", 1)
     if groups.get("last"):
@@ -243,7 +345,10 @@ def period_in(question: str, *, now: datetime | None = None) -> Period | None:
     text = unicodedata.normalize("NFKC", question)
     for pattern in _PATTERNS:
         for match in pattern.finditer(text):
-            bounds = _bounds(match.groupdict(), now)
+            groups = match.groupdict()
+            if groups.get("mn") and not groups.get("y") and not _month_word_ok(match, text):
+                continue
+            bounds = _bounds(groups, now)
             if bounds is None or bounds[0] > now:
                 continue
             start, end = match.span()

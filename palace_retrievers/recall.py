@@ -22,7 +22,16 @@ the asked time is now). Both are read from the query's words, without the ledger
   about now);
 - for a past period, the owner's *superseded* memories that match the query's words
   (one more full-text query) and held during the period (``created_at`` to
-  ``status_at``) are candidates too, on the same terms as the active ones.
+  ``status_at``) are candidates too, on the same terms as the active ones;
+- for a past period, memories that ``palace gc`` archived for having been superseded
+  (``GC_REASONS``' ``"superseded"``) count as superseded ones, in the slot's timeline
+  and among the word matches (the same two queries), holding until they were
+  superseded (their successor's ``created_at``, else the time of their ``supersede``
+  event). The archive reason is read from the memory's history, one indexed query per
+  archived memory that may have held during the period (superseded before it was
+  archived, not expired, stated before the period ends and archived after it starts).
+  Memories archived as expired or unused, or deleted, are never recalled, and a
+  question about now never recalls an archived memory.
 
 A memory filed without a slot is found by its match alone. A query that names no slot
 and no past period costs no ledger query more than before.
@@ -69,7 +78,7 @@ with GPT-style tokenizers; Chinese text uses more tokens per character, so budge
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,13 +89,17 @@ from palace_retrievers.asof import Period, period_in, point, without_period
 from palace_retrievers.config import MemoryConfig, SearchConfig
 from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger import Ledger
-from palace_retrievers.memories import MEMORY_KINDS, Memory
+from palace_retrievers.memories import MEMORY_KINDS, Memory, MemoryEvent
 from palace_retrievers.records import Filter, Hit
 from palace_retrievers.slots import question_slots, slots_match
 from palace_retrievers.terms import terms
 
-#: The statuses of the memories a question about a past period may recall.
-HISTORY_STATUSES = ("active", "superseded")
+#: The statuses of the memories a question about a past period may recall (``archived``:
+#: only those ``palace gc`` archived for having been superseded; see the module's
+#: documentation).
+HISTORY_STATUSES = ("active", "superseded", "archived")
+#: The statuses of a memory that no longer holds its slot, having been superseded.
+_REPLACED = ("superseded", "archived")
 
 #: The first line of :func:`context_block`.
 CONTEXT_HEADER = (
@@ -156,10 +169,19 @@ def asked(query: str, where: Filter, now: datetime) -> Asked:
 
 
 def held_slot(
-    members: Sequence[Memory], period: Period, statuses: Collection[str]
+    members: Sequence[Memory],
+    period: Period,
+    statuses: Collection[str],
+    ended: Mapping[str, datetime] | None = None,
 ) -> dict[str, float]:
     """Memory id → share of ``period`` it held its slot, for the memories of one asked
-    slot (see the module's documentation); those that never held it are left out."""
+    slot (see the module's documentation); those that never held it are left out.
+
+    ``ended`` gives, for archived members, when they were superseded: a superseded or
+    archived member holds until its successor's ``created_at`` when the successor is
+    among ``members``, else until ``ended``'s time (a superseded one: ``status_at``).
+    """
+    ended = ended or {}
     by_id = {m.id: m for m in members}
     out: dict[str, float] = {}
     for predicate in {(m.slot or "").rpartition("|")[2] for m in members}:
@@ -171,13 +193,28 @@ def held_slot(
             if memory.status not in statuses:
                 continue
             ends = [m.created_at for m in line if m.created_at > memory.created_at]
-            if memory.status == "superseded":
+            if memory.status in _REPLACED:
                 successor = by_id.get(memory.superseded_by or "")
-                ends.append(successor.created_at if successor is not None else memory.status_at)
+                stop = ended.get(memory.id, memory.status_at)
+                ends.append(successor.created_at if successor is not None else stop)
             share = period.share(memory.created_at, min(ends, default=None))
             if share > 0:
                 out[memory.id] = share
     return out
+
+
+def superseded_at(events: Sequence[MemoryEvent]) -> datetime | None:
+    """When an archived memory was superseded, from its history (oldest event first),
+    if ``palace gc`` archived it for that (its last archiving event is ``archive`` with
+    reason ``"superseded"``); ``None`` otherwise (expired, unused, deleted)."""
+    archived = [i for i, e in enumerate(events) if e.new_status == "archived"]
+    if not archived:
+        return None
+    last = events[archived[-1]]
+    if last.event != "archive" or last.detail.get("reason") != "superseded":
+        return None
+    times = [e.at for e in events[: archived[-1]] if e.new_status == "superseded"]
+    return times[-1] if times else None
 
 
 def recall_scores(
@@ -308,7 +345,7 @@ class Recall:
             wanted += [
                 i
                 for i, _ in self._ledger.lexical_memories(
-                    ask.rest or query, user_id=where.user_id, statuses=("superseded",), limit=limit
+                    ask.rest or query, user_id=where.user_id, statuses=_REPLACED, limit=limit
                 )
                 if i not in cosines
             ]
@@ -319,6 +356,11 @@ class Recall:
         }
         loaded = {m.id: m for m in self._ledger.get_memories([*cosines, *dict.fromkeys(wanted)])}
         loaded.update(members)
+        ended: dict[str, datetime] = {}
+        if ask.period is not None:
+            ended = self.archived_ends(loaded.values(), ask.period, now)
+            loaded = {i: m for i, m in loaded.items() if m.status != "archived" or i in ended}
+            members = {i: m for i, m in members.items() if i in loaded}
         query_vector = np.asarray(vector, dtype=np.float32)
         missing = [i for i in loaded if i not in cosines]
         for memory_id, stored in self._ledger.memory_vectors(missing).items():
@@ -327,17 +369,18 @@ class Recall:
         for memory in loaded.values():
             if memory.slot and any(slots_match(memory.slot, s) for s in ask.slots):
                 members.setdefault(memory.id, memory)
-        held = held_slot(list(members.values()), period, statuses)
+        held = held_slot(list(members.values()), period, statuses, ended)
         out = []
         for memory in loaded.values():
             share = held.get(memory.id, 0.0)
             if share > 0:
                 ok = passes(memory, where, now, statuses)
-            elif memory.status == "superseded":  # a past period's word match
+            elif memory.status in _REPLACED:  # a past period's word match
                 ok = (
                     ask.period is not None
-                    and passes(memory, where, now, ("superseded",))
-                    and ask.period.share(memory.created_at, memory.status_at) > 0
+                    and passes(memory, where, now, _REPLACED)
+                    and ask.period.share(memory.created_at, ended.get(memory.id, memory.status_at))
+                    > 0
                 )
             else:
                 ok = passes(memory, where, now)
@@ -347,6 +390,27 @@ class Recall:
             covered, match = self.match(cosine, query_terms, memory.text)
             if share > 0 or match >= self._config.min_relevance:
                 out.append(Candidate(memory, cosine, covered, match, share))
+        return out
+
+    def archived_ends(
+        self, memories: Iterable[Memory], period: Period, now: datetime
+    ) -> dict[str, datetime]:
+        """For the archived ``memories`` that ``palace gc`` archived for having been
+        superseded and that may have held during ``period``: when they were superseded
+        (see the module's documentation). One history query per such memory."""
+        out: dict[str, datetime] = {}
+        for memory in memories:
+            if (
+                memory.status != "archived"
+                or not memory.superseded_by
+                or memory.expired(now)
+                or memory.created_at >= period.end
+                or memory.status_at <= period.start  # archived (so superseded) before it
+            ):
+                continue
+            at = superseded_at(self._ledger.memory_history(memory.id))
+            if at is not None:
+                out[memory.id] = at
         return out
 
     def hits(self, candidates: Sequence[Candidate], *, best: float, now: datetime) -> list[Hit]:
