@@ -13,11 +13,20 @@ An owned drawer (one with a ``user_id``) also has its owner in its id, and its s
 recorded under a key that names the owner (:func:`source_key`), so two users mining the
 same relative path into the same wing file two sources whose drawers never share an id.
 Unowned drawers and sources keep the ids and keys they always had.
+
+A wing may be mined from several roots (folders, exports). The first root an owner mines
+into a wing keeps the bare keys its source gives. Another root, unless it is the same
+tree moved or copied, has its keys start with a label of its own (:func:`root_label`,
+``"b-1a2b3c4d/todo.md"``), so that ``todo.md`` from two folders are two sources whose
+drawers never share an id; :func:`root_prefix` reads back which of the two a root's
+recorded keys are. See :mod:`palace_retrievers.mining`.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from pathlib import PurePath
 
 _SEP = "\x1f"  # ASCII unit separator
 _ESC = "\x1b"  # escapes the separator (and itself) in a field that holds it
@@ -93,6 +102,33 @@ def split_source_key(recorded: str) -> tuple[str | None, str]:
     if length == 0:
         return None, recorded
     return tail[:length], tail[length:]
+
+
+def root_label(root: str) -> str:
+    """The label the keys of a root mined beside another start with (no ``/`` in it).
+
+    The root's name (``"root"`` for ``/``) and 8 hex digits of its absolute path, so that
+    two folders of one name are two labels: ``/home/me/b`` gives ``"b-1a2b3c4d"``.
+    """
+    return f"{PurePath(root).name or 'root'}-{digest(root, length=8)}"
+
+
+def root_prefix(root: str, keys: Iterable[str]) -> str:
+    """What every key recorded from ``root`` starts with: ``root_label(root) + "/"``, or
+    ``""`` when they are bare (and when there are none).
+
+    Args:
+        root: The mined root, as recorded.
+        keys: The keys of one owner's sources recorded from it, as the source gave them
+            (owner taken off: :func:`split_source_key`).
+    """
+    prefix = root_label(root) + "/"
+    found = False
+    for key in keys:
+        if not key.startswith(prefix):
+            return ""
+        found = True
+    return prefix if found else ""
 
 
 def text_id(*, text: str, wing: str, user_id: str | None) -> str:

@@ -14,6 +14,18 @@ sources are recorded under keys naming the owner and their drawers' ids name the
 too (see :mod:`palace_retrievers.ids`), so a mine by one user never replaces, takes over
 or counts as gone another user's drawers of the same path.
 
+A wing remembers, per owner, the roots it was mined from (each source records its root).
+The first root keeps the keys its source gives (paths relative to the root), and so does
+every later mine of that same root. A root new to a wing that holds another root's
+sources is first compared with them: when at least half of the entries it shares a key
+with have the same content (and one does at least), it is that tree moved or copied (or
+a fresh export of the same conversations) and takes their records over, as a mine of a
+moved folder always did; otherwise it is another tree, and its keys start with its own
+label (:func:`~palace_retrievers.ids.root_label`, ``"b-1a2b3c4d/todo.md"``), so that its
+``todo.md`` and the first root's are two sources and neither replaces the other. A mine
+of one root never touches another root's sources, and ``palace sync`` finds each root's
+own by its prefix (:func:`~palace_retrievers.ids.root_prefix`).
+
 Whatever a source hands over is made storable first: a lone surrogate (from a file name
 that is not UTF-8, or a JSON ``\\ud800`` escape) cannot be written as UTF-8, so a file
 name's undecodable byte becomes ``\\xNN`` and any other lone surrogate U+FFFD (see
@@ -40,7 +52,14 @@ from typing import Any, TypeVar
 from palace_retrievers.chunking import NORMALIZE_VERSION, chunk_text
 from palace_retrievers.config import Config
 from palace_retrievers.errors import PalaceError, SourceError
-from palace_retrievers.ids import digest, drawer_id, source_key, split_source_key
+from palace_retrievers.ids import (
+    digest,
+    drawer_id,
+    root_label,
+    root_prefix,
+    source_key,
+    split_source_key,
+)
 from palace_retrievers.ledger import SourceState
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
@@ -259,6 +278,7 @@ class Miner:
         wing: str,
         room: str | None,
         user_id: str | None,
+        prefix: str,
     ) -> list[Drawer]:
         if document.segments is not None:
             pieces = [
@@ -271,7 +291,7 @@ class Miner:
                 (c.text, c.line_start, c.line_end, None, {})
                 for c in chunk_text(document.text, size=chunking.size, overlap=chunking.overlap)
             ]
-        key, location = storable(entry.key), storable(entry.location)
+        key, location = prefix + storable(entry.key), storable(entry.location)
         base = _storable_value(dict(document.metadata))
         pieces = [
             (storable(text), first, last, when, meta) for text, first, last, when, meta in pieces
@@ -296,6 +316,62 @@ class Miner:
             )
             for index, (text, line_start, line_end, date, extra) in enumerate(pieces)
         ]
+
+    def _fingerprint(self, entry: SourceEntry) -> str | None:
+        """The content fingerprint of ``entry`` (``None`` when it cannot be read)."""
+        try:
+            return self._pipeline_hash(entry.read())
+        except Exception:  # the mine itself reads it again and says why it failed
+            return None
+
+    def _key_prefix(
+        self,
+        root: str,
+        known: dict[str, SourceState],
+        entries: Iterable[SourceEntry | Skipped],
+        user_id: str | None,
+    ) -> tuple[str, dict[str, str], Iterable[SourceEntry | Skipped]]:
+        """What the keys of ``root``'s sources start with in this wing, for this owner.
+
+        Returns the prefix (``""`` or ``root_label(root) + "/"``), the fingerprints read
+        to decide (by recorded key, so that the mine does not read those entries again)
+        and the entries, listed up front when they had to be compared.
+        """
+        own = [split_source_key(key)[1] for key, state in known.items() if state.root == root]
+        if own:
+            return root_prefix(root, own), {}, entries
+        if all(state.root is None for state in known.values()):
+            return "", {}, entries  # the first root mined into this wing
+        listed = list(entries)
+        shared = [
+            (entry, recorded, state)
+            for entry in listed
+            if isinstance(entry, SourceEntry)
+            and (state := known.get(recorded := source_key(storable(entry.key), user_id)))
+            is not None
+        ]
+        need = (len(shared) + 1) // 2
+        same = other = 0
+        checked: dict[str, str] = {}
+        for entry, recorded, state in shared:
+            if same >= need or len(shared) - other < need:
+                break
+            fingerprint = self._fingerprint(entry)
+            if fingerprint is not None:
+                checked[recorded] = fingerprint
+            if fingerprint == state.content_hash:
+                same += 1
+            else:
+                other += 1
+        if shared and same >= need:
+            return "", checked, listed  # the same tree, moved or copied
+        prefix = root_label(root) + "/"
+        log.info(
+            "%s is another tree than the one filed in this wing: its keys start with %r",
+            root,
+            prefix,
+        )
+        return prefix, {}, listed
 
     def mine(
         self,
@@ -361,6 +437,7 @@ class Miner:
 
         with stack:  # the thread embedding ahead, if any, ends with the loop
             entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
+            prefix, checked, entries = self._key_prefix(root, known, entries, user_id)
             if progress is not None:
                 entries = progress(entries)
             for entry in entries:
@@ -368,7 +445,7 @@ class Miner:
                     skip(entry.location, entry.reason)
                     continue
                 location = storable(entry.location)
-                recorded = source_key(storable(entry.key), user_id)
+                recorded = source_key(prefix + storable(entry.key), user_id)
                 report.seen += 1
                 seen.add(recorded)
                 state = known.get(recorded)
@@ -381,19 +458,30 @@ class Miner:
                 ):
                     report.unchanged += 1
                     continue
-                try:
-                    document = entry.read()
-                except SourceError as exc:
-                    skip(location, str(exc))
-                    continue
-                except Exception as exc:  # a source's bug costs this entry, not the whole mine
-                    log.warning("the %r source failed on %s", self._plugin, location, exc_info=True)
-                    skip(
-                        location,
-                        f"the {self._plugin!r} source failed on it: {type(exc).__name__}: {exc}",
-                    )
-                    continue
-                fingerprint = self._pipeline_hash(document)
+                fingerprint = checked.get(recorded)  # read already if compared up front
+                document: SourceDocument | None = None
+                if (
+                    fingerprint is None
+                    or state is None
+                    or fingerprint != state.content_hash
+                    or state.normalize_version != NORMALIZE_VERSION
+                ):
+                    try:
+                        document = entry.read()
+                    except SourceError as exc:
+                        skip(location, str(exc))
+                        continue
+                    except Exception as exc:  # a source's bug costs this entry, not the mine
+                        log.warning(
+                            "the %r source failed on %s", self._plugin, location, exc_info=True
+                        )
+                        skip(
+                            location,
+                            f"the {self._plugin!r} source failed on it: "
+                            f"{type(exc).__name__}: {exc}",
+                        )
+                        continue
+                    fingerprint = self._pipeline_hash(document)
                 new_state = SourceState(
                     wing=wing,
                     key=recorded,
@@ -407,12 +495,15 @@ class Miner:
                 if (
                     state is not None
                     and state.content_hash == fingerprint
-                    and (state.normalize_version == NORMALIZE_VERSION)
+                    and state.normalize_version == NORMALIZE_VERSION
                 ):
                     _writing("a source's new mtime", partial(self._touch, new_state))
                     report.unchanged += 1
                     continue
-                drawers = self._drawers(entry, document, wing=wing, room=room, user_id=user_id)
+                assert document is not None  # read above unless it is unchanged
+                drawers = self._drawers(
+                    entry, document, wing=wing, room=room, user_id=user_id, prefix=prefix
+                )
                 if not drawers:  # still filed: an emptied source must lose its old drawers
                     skip(location, "no text to file: it is empty")
                 pending.append(_Pending(new_state, drawers))

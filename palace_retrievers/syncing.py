@@ -13,7 +13,11 @@ Sources are compared by the key their plugin lists, whoever owns them (the ledge
 records an owner's sources under keys naming the owner, :func:`split_source_key` reads it
 back), and each recorded source is checked against the root it was itself mined from: a
 file deleted from alice's copy of a tree costs alice her drawers of it, never bob his
-drawers of his copy, even when both were filed in one wing under one relative path.
+drawers of his copy, even when both were filed in one wing under one relative path. A
+root mined into a wing beside another has its keys start with its label (see
+:mod:`palace_retrievers.mining`); each owner's records of a root are compared with the
+listing under the prefix they carry (:func:`root_prefix`), so a root is checked against
+its own sources only, and a sync of one root never removes another's.
 
 A sync may be for one owner (``user_id``, as :meth:`~palace_retrievers.Palace.mine`
 takes it: a user, or ``None`` for the unowned sources): it checks only the roots that
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from palace_retrievers.errors import PluginNotFoundError, SourceError
-from palace_retrievers.ids import split_source_key
+from palace_retrievers.ids import root_prefix, split_source_key
 from palace_retrievers.ledger import Ledger, SourceState
 from palace_retrievers.mining import storable
 from palace_retrievers.sources import Skipped, Source
@@ -86,6 +90,15 @@ class SyncReport:
 
 def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
+
+
+def _prefixes(root: str, recorded: dict[str, SourceState]) -> dict[str | None, str]:
+    """The prefix of each owner's keys recorded from ``root`` (``None``: unowned)."""
+    keys: dict[str | None, list[str]] = {}
+    for key in recorded:
+        owner, bare = split_source_key(key)
+        keys.setdefault(owner, []).append(bare)
+    return {owner: root_prefix(root, bare) for owner, bare in keys.items()}
 
 
 def find_gone(
@@ -144,10 +157,13 @@ def find_gone(
             except (PluginNotFoundError, SourceError) as exc:
                 check.note = f"not checked, its drawers are kept: {exc}"
                 continue
+        prefixes = _prefixes(mined.root, recorded)
         for key, state in sorted(recorded.items()):
             if state.location in skipped:
                 continue
-            if split_source_key(key)[1] in listed:
+            owner, bare = split_source_key(key)
+            prefix = prefixes[owner]
+            if bare.startswith(prefix) and bare[len(prefix) :] in listed:
                 continue
             if not named and target is not None and not _within(Path(state.location), target):
                 continue  # outside the folder asked about
