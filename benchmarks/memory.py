@@ -27,7 +27,7 @@ looked at) and ``…_heldout10`` (42 pairs, written before its fourth round, run
 after it; its one false update was then fixed), and three sets written by testers who never
 saw the rules: ``…_heldout11`` (130 pairs, blind at its first run, then trained on),
 ``…_train2`` (220, trained on) and ``…_heldout12`` (130, topics train 2 lacks, left out of
-the pair forest's training). Two more deciders: ``compare()`` then the pair forest
+the pair model's training). Two more deciders: ``compare()`` then the pair model
 (:mod:`palace_retrievers.pair_model`) when compare() says new, the same as the palace
 reaches it (a pair only if its cosine reaches ``memory.candidate_similarity`` or both texts
 share a slot), and the forest alone.
@@ -236,7 +236,7 @@ def run_pairs(model: Embedder) -> None:
         forest = forest_probabilities(model, pairs)
         threshold = MemoryConfig().pair_model_threshold
         by_pair = {id(p): f for p, f in zip(pairs, forest, strict=True)}
-        deciders[f"compare(), then the pair forest ({threshold})"] = (
+        deciders[f"compare(), then the pair model ({threshold})"] = (
             lambda p, s, f=by_pair, t=threshold: with_forest(
                 compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
             )
@@ -252,7 +252,7 @@ def run_pairs(model: Embedder) -> None:
             return with_forest(match.verdict, f[id(p)], t)
 
         deciders[f"as the palace decides (pairs at cosine >= {near} only)"] = as_the_palace
-        deciders[f"the pair forest alone ({threshold})"] = lambda p, s, f=by_pair, t=threshold: (
+        deciders[f"the pair model alone ({threshold})"] = lambda p, s, f=by_pair, t=threshold: (
             with_forest("new", f[id(p)], t)
         )
         for name, decide in deciders.items():
@@ -272,7 +272,7 @@ def run_pairs(model: Embedder) -> None:
                         f"| {set_name} | {name} | {lang} | {len(idx)} | {u.precision:.3f} | "
                         f"{u.recall:.3f} | {d.precision:.3f} | {d.recall:.3f} |"
                     )
-    print("\ncompare(), and compare() then the pair forest, by language:\n")
+    print("\ncompare(), and compare() then the pair model, by language:\n")
     print("| set | decider | lang | pairs | update P | update R | duplicate P | duplicate R |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(per_language))

@@ -255,7 +255,8 @@ EXTRACTED_STATUSES = ("active", "pending")
 class MemoryConfig:
     """How memories are deduplicated, recalled, put in context and forgotten.
 
-    See :mod:`palace_retrievers.remembering` (dedupe, supersede, gc) and
+    See :mod:`palace_retrievers.remembering` (dedupe, supersede),
+    :mod:`palace_retrievers.memory_keeping` (gc) and
     :mod:`palace_retrievers.recall` (scoring and the context block).
     """
 

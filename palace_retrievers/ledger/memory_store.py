@@ -2,10 +2,10 @@
 
 :class:`MemoryStore` is storage only. What to remember, when a new value supersedes an
 old one and what ``gc`` archives are decided by the palace
-(:mod:`palace_retrievers.remembering`); the store keeps each write in one transaction, so
-that a reader never sees a new value next to the one it supersedes, nor a change without
-its history. Owners are given in their public form (``None`` for unowned memories) and
-every read is scoped to exactly one owner.
+(:mod:`palace_retrievers.remembering`, :mod:`palace_retrievers.memory_keeping`); the store
+keeps each write in one transaction, so that a reader never sees a new value next to the
+one it supersedes, nor a change without its history. Owners are given in their public
+form (``None`` for unowned memories) and every read is scoped to exactly one owner.
 
 Only ``active`` memories are in the ``memories`` vector collection (see
 :data:`palace_retrievers.index.COLLECTIONS`); the others are reached through the ledger.
