@@ -11,6 +11,7 @@ REAL all-MiniLM-L6-v2 through ``Palace.search``.
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,20 +26,7 @@ from palace_retrievers.recall import held_slot, superseded_at
 
 NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)  # a Wednesday
 USER = "me"
-MONTH_NAMES = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
+MONTH_NAMES = tuple(calendar.month_name)[1:]  # January ... December (C locale)
 
 
 def day(y: int, m: int, d: int) -> datetime:
