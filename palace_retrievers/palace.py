@@ -454,11 +454,13 @@ class Palace(PalaceMemories):
         if not name:
             return None
         if self._extractor is None:
-            factory = self.plugins.closet_extractor(name)
-            extractor = factory(self.config.extractor_options())
-            if not isinstance(extractor, ClosetExtractor):
-                raise PluginError(f"closet extractor plugin {name!r} did not return one")
-            self._extractor = extractor
+            self._extractor = self._extractor_plugin(
+                "closet extractor",
+                self.plugins.closet_extractor,
+                name,
+                self.config.extractor_options(),
+                ClosetExtractor,
+            )
         return self._extractor
 
     def _file_closets(self, drawers: Sequence[Drawer], gone: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ user-isolated exactly like drawers: ``user_id=None`` sees only unowned memories.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -364,12 +364,33 @@ class PalaceMemories:
         if not name:
             return None
         if self._memory_extractor is None:
-            factory = self.plugins.memory_extractor(name)
-            extractor = factory(self.config.memory_extractor_options())
-            if not isinstance(extractor, MemoryExtractor):
-                raise PluginError(f"memory extractor plugin {name!r} did not return one")
-            self._memory_extractor = extractor
+            self._memory_extractor = self._extractor_plugin(
+                "memory extractor",
+                self.plugins.memory_extractor,
+                name,
+                self.config.memory_extractor_options(),
+                MemoryExtractor,
+            )
         return self._memory_extractor
+
+    def _extractor_plugin(
+        self,
+        kind: str,
+        lookup: Callable[[str], Callable[..., Any]],
+        name: str,
+        options: dict[str, Any],
+        expected: type[object],
+    ) -> Any:
+        """The ``kind`` plugin ``name`` (found by ``lookup``), built from ``options``.
+
+        Raises:
+            PluginNotFoundError: no installed plugin provides the extractor.
+            PluginError: its factory did not return an ``expected``.
+        """
+        extractor = lookup(name)(options)
+        if not isinstance(extractor, expected):
+            raise PluginError(f"{kind} plugin {name!r} did not return one")
+        return extractor
 
     def _extract_memories(self, drawers: Sequence[Drawer]) -> int:
         """Remember what the memory extractor finds in newly filed ``drawers``.
