@@ -56,10 +56,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from palace_plugins.builtin._options import hnsw, merged, number
 from palace_plugins.builtin.server_names import namespace
 from palace_plugins.hookspecs import Register, hookimpl
-from palace_retrievers.embedder import options_check
-from palace_retrievers.errors import ConfigError, IndexUnavailableError
+from palace_retrievers.errors import IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,
     Capabilities,
@@ -170,35 +170,20 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
-def _number(options: dict[str, Any], name: str, *, minimum: float, whole: bool = True) -> Any:
-    value = options[name]
-    valid = not isinstance(value, bool) and isinstance(value, int if whole else int | float)
-    if not valid or float(value) < minimum:
-        noun = "a whole number" if whole else "a number"
-        raise ConfigError(f"backend 'pgvector': {name} must be {noun} >= {minimum}, got {value!r}")
-    return value
-
-
 class PgvectorIndex(VectorIndex):
     """One PostgreSQL table per palace collection, searched through an HNSW index."""
 
     capabilities = Capabilities(exact=False, persistent=True)
 
     def __init__(self, context: BackendContext) -> None:
-        options_check("backend", "pgvector", context.options, set(DEFAULTS))
-        options = {**DEFAULTS, **context.options}
-        for name in ("url", "build_memory"):
-            if not isinstance(options[name], str):
-                raise ConfigError(f"backend 'pgvector': {name} must be a string")
-        self._index_after = int(_number(options, "index_after", minimum=0))
-        self._exact_below = int(_number(options, "exact_below", minimum=0))
+        options = merged("pgvector", context.options, DEFAULTS, strings=("url", "build_memory"))
+        self._index_after = int(number("pgvector", options, "index_after", minimum=0))
+        self._exact_below = int(number("pgvector", options, "exact_below", minimum=0))
         self._build_memory = options["build_memory"]
         self._indexed = False
-        self._ef_search = int(_number(options, "ef_search", minimum=1))
-        self._m = int(_number(options, "m", minimum=2))
-        self._ef_construction = int(_number(options, "ef_construction", minimum=4))
-        size = int(_number(options, "pool_size", minimum=1))
-        timeout = float(_number(options, "timeout", minimum=0.1, whole=False))
+        self._ef_search, self._m, self._ef_construction = hnsw("pgvector", options)
+        size = int(number("pgvector", options, "pool_size", minimum=1))
+        timeout = float(number("pgvector", options, "timeout", minimum=0.1, whole=False))
         prefix = namespace(context.palace_dir, options["namespace"], backend="pgvector")
         self._table = f"{prefix}_{context.collection}"
         self._dimension = context.dimension

@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from palace_plugins.builtin._options import hnsw, merged, number
 from palace_plugins.builtin.server_names import namespace
 from palace_plugins.hookspecs import Register, hookimpl
-from palace_retrievers.embedder import options_check
-from palace_retrievers.errors import ConfigError, IndexUnavailableError
+from palace_retrievers.errors import IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,
     Capabilities,
@@ -129,28 +129,15 @@ def qdrant_filter(where: Filter) -> Any:
     return models.Filter(must=must)
 
 
-def _number(options: dict[str, Any], name: str, *, minimum: float) -> Any:
-    value = options[name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-        raise ConfigError(f"backend 'qdrant': {name} must be a number >= {minimum}, got {value!r}")
-    return value
-
-
 class QdrantIndex(VectorIndex):
     """One Qdrant collection per palace collection, local (on disk) or on a server."""
 
     capabilities = Capabilities(exact=False, persistent=True)
 
     def __init__(self, context: BackendContext) -> None:
-        options_check("backend", "qdrant", context.options, set(DEFAULTS))
-        options = {**DEFAULTS, **context.options}
-        for name in ("url", "api_key"):
-            if not isinstance(options[name], str):
-                raise ConfigError(f"backend 'qdrant': {name} must be a string")
-        self._ef_search = int(_number(options, "ef_search", minimum=1))
-        self._m = int(_number(options, "m", minimum=2))
-        self._ef_construction = int(_number(options, "ef_construction", minimum=4))
-        timeout = _number(options, "timeout", minimum=0.1)
+        options = merged("qdrant", context.options, DEFAULTS, strings=("url", "api_key"))
+        self._ef_search, self._m, self._ef_construction = hnsw("qdrant", options, whole=False)
+        timeout = number("qdrant", options, "timeout", minimum=0.1, whole=False)
         self._dimension = context.dimension
         self._url: str = options["url"]
         self._path = context.palace_dir / "index" / "qdrant"
