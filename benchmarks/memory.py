@@ -30,7 +30,7 @@ saw the rules: ``…_heldout11`` (130 pairs, blind at its first run, then traine
 the pair model's training). Two more deciders: ``compare()`` then the pair model
 (:mod:`palace_retrievers.pair_model`) when compare() says new, the same as the palace
 reaches it (a pair only if its cosine reaches ``memory.candidate_similarity`` or both texts
-share a slot), and the forest alone.
+share a slot), and the model alone.
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -142,26 +142,13 @@ def similarities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[float
     return [float(vectors[index[p["old"]]] @ vectors[index[p["new"]]]) for p in pairs]
 
 
-def forest_probabilities(
-    model: Embedder, pairs: Sequence[dict[str, str]]
-) -> list[dict[str, float]]:
+def model_probabilities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[dict[str, float]]:
     """The pair model's probabilities for each pair (the palace's embedder, batched)."""
-    lined = [pair_model.line_up(p["old"], p["new"]) for p in pairs]
-    texts = sorted({t for pair in lined for t in pair.texts()})
-    vectors = np.asarray(model.embed_documents(texts))
-    where = {t: i for i, t in enumerate(texts)}
-    learned = pair_model.model()
-    out = []
-    for pair in lined:
-        six = vectors[[where[t] for t in pair.texts()]]
-        out.append(
-            learned.probabilities(pair_model.features(pair, six), pair_model.pair_vectors(six))
-        )
-    return out
+    return pair_model.judge_many([(p["old"], p["new"]) for p in pairs], model.embed_documents)
 
 
-def with_forest(verdict: str, probabilities: dict[str, float], threshold: float) -> str:
-    """compare()'s verdict with the forest weighed in, as remembering does."""
+def with_model(verdict: str, probabilities: dict[str, float], threshold: float) -> str:
+    """compare()'s verdict with the pair model weighed in, as remembering does."""
     veto = MemoryConfig().pair_model_veto
     return pair_model.combine(verdict, probabilities, threshold, veto)
 
@@ -233,11 +220,11 @@ def run_pairs(model: Embedder) -> None:
             ),
             "compare()": lambda p, s: compare(p["old"], p["new"], similarity=s).verdict,
         }
-        forest = forest_probabilities(model, pairs)
+        learned = model_probabilities(model, pairs)
         threshold = MemoryConfig().pair_model_threshold
-        by_pair = {id(p): f for p, f in zip(pairs, forest, strict=True)}
+        by_pair = {id(p): f for p, f in zip(pairs, learned, strict=True)}
         deciders[f"compare(), then the pair model ({threshold})"] = (
-            lambda p, s, f=by_pair, t=threshold: with_forest(
+            lambda p, s, f=by_pair, t=threshold: with_model(
                 compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
             )
         )
@@ -249,11 +236,11 @@ def run_pairs(model: Embedder) -> None:
             match = compare(p["old"], p["new"], similarity=s)
             if s < c:
                 return match.verdict if match.slot is not None else "new"
-            return with_forest(match.verdict, f[id(p)], t)
+            return with_model(match.verdict, f[id(p)], t)
 
         deciders[f"as the palace decides (pairs at cosine >= {near} only)"] = as_the_palace
         deciders[f"the pair model alone ({threshold})"] = lambda p, s, f=by_pair, t=threshold: (
-            with_forest("new", f[id(p)], t)
+            with_model("new", f[id(p)], t)
         )
         for name, decide in deciders.items():
             got = [decide(p, s) for p, s in zip(pairs, sims, strict=True)]

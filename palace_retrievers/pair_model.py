@@ -244,11 +244,26 @@ def model(path: Path = pair_estimators.MODEL_FILE) -> pair_estimators.PairModel:
     return loaded
 
 
+def judge_many(pairs: Sequence[tuple[str, str]], embed: Embed) -> list[dict[str, float]]:
+    """The model's probability of each label for each (old, new) pair: one call of
+    ``embed`` for all their texts."""
+    lined = [line_up(old, new) for old, new in pairs]
+    texts = sorted({t for pair in lined for t in pair.texts()})
+    if not texts:
+        return []
+    vectors = np.asarray(embed(texts), dtype=np.float64)
+    where = {t: i for i, t in enumerate(texts)}
+    learned = model()
+    out = []
+    for pair in lined:
+        six = vectors[[where[t] for t in pair.texts()]]
+        out.append(learned.probabilities(features(pair, six), pair_vectors(six)))
+    return out
+
+
 def judge(old: str, new: str, embed: Embed) -> dict[str, float]:
     """The model's probability of each label for the pair (old, new)."""
-    pair = line_up(old, new)
-    vectors = np.asarray(embed(list(pair.texts())), dtype=np.float64)
-    return model().probabilities(features(pair, vectors), pair_vectors(vectors))
+    return judge_many([(old, new)], embed)[0]
 
 
 def combine(verdict: str, probabilities: Mapping[str, float], threshold: float, veto: float) -> str:

@@ -242,6 +242,8 @@ class Remembering(MemoryKeeping):
         for memory_id_, old in candidates.items():
             sim = sims[memory_id_]
             out.append((old, self._verdict(match, old, text, sim), sim))
+        if match is not None and self._config.pair_model:
+            out = self._weigh_in(text, out)
         out.sort(key=lambda item: (-item[2], item[0].id))
         return out
 
@@ -294,25 +296,35 @@ class Remembering(MemoryKeeping):
             except Exception as exc:  # signal, not gate: fall back to the thresholds
                 log.warning("the memory matcher failed (%s: %s)", type(exc).__name__, exc)
             else:
-                verdict = verdict if verdict in ("duplicate", "update") else "new"
-                if cfg.pair_model and verdict != "duplicate":
-                    return self._second_opinion(old.text, text, verdict)
-                return str(verdict)
+                return verdict if verdict in ("duplicate", "update") else "new"
         if sim >= cfg.duplicate_similarity:
             return "duplicate"
         return "update" if sim >= cfg.supersede_similarity else "new"
 
-    def _second_opinion(self, old_text: str, text: str, verdict: str) -> str:
-        """The structural ``verdict`` with the pair forest weighed in (see pair_model)."""
+    def _weigh_in(
+        self, text: str, verdicts: list[tuple[Memory, str, float]]
+    ) -> list[tuple[Memory, str, float]]:
+        """The structural verdicts with the pair model weighed in (:func:`pair_model.combine`):
+        one embedder call for every pair that is not a duplicate already."""
         cfg = self._config
+        asked = [i for i, (old, verdict, _) in enumerate(verdicts) if verdict != "duplicate"]
+        if not asked:
+            return verdicts
         try:
-            probabilities = pair_model.judge(old_text, text, self._embed)
-        except Exception as exc:  # signal, not gate: the structural verdict stands
-            log.warning("the pair forest failed (%s: %s)", type(exc).__name__, exc)
-            return verdict
-        return pair_model.combine(
-            verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
-        )
+            judged = pair_model.judge_many(
+                [(verdicts[i][0].text, text) for i in asked], self._embed
+            )
+        except Exception as exc:  # signal, not gate: the structural verdicts stand
+            log.warning("the pair model failed (%s: %s)", type(exc).__name__, exc)
+            return verdicts
+        out = list(verdicts)
+        for i, probabilities in zip(asked, judged, strict=True):
+            old, verdict, sim = out[i]
+            combined = pair_model.combine(
+                verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
+            )
+            out[i] = (old, combined, sim)
+        return out
 
     def _free_id(self, user_id: str | None, text: str, at: datetime) -> str:
         for attempt in range(100):

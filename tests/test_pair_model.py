@@ -232,14 +232,14 @@ def test_two_facts_sharing_words_both_stay(palace: Palace, old: str, new: str) -
 def test_a_failing_forest_leaves_the_pair_new(
     palace: Palace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(*args: object, **kwargs: object) -> dict[str, float]:
+    def broken(*args: object, **kwargs: object) -> list[dict[str, float]]:
         raise ConfigError("the pair forest is damaged")
 
-    monkeypatch.setattr(pair_model, "judge", broken)
+    monkeypatch.setattr(pair_model, "judge_many", broken)
     old, new = MISSED_UPDATES[0]
     palace.remember(old, user_id="u1")
     assert palace.remember(new, user_id="u1").action == "added"
-    assert "the pair forest failed" in caplog.text
+    assert "the pair model failed" in caplog.text
 
 
 def test_the_threshold_is_a_probability() -> None:
