@@ -36,6 +36,31 @@ def _doc(text: str) -> dict[str, str]:
     return {"doc": text}
 
 
+def _check_within(
+    section: str, config: object, *names: str, low: float = 0, high: float = 1, note: str = ""
+) -> None:
+    """Raise :class:`ConfigError` unless each of the fields ``names`` lies in [low, high]."""
+    for name in names:
+        value = getattr(config, name)
+        if not low <= value <= high:
+            raise ConfigError(f"{section}.{name} must lie in [{low}, {high}]{note}, not {value}")
+
+
+def _check_at_least(section: str, config: object, *names: str, minimum: int = 1) -> None:
+    """Raise :class:`ConfigError` unless each of the fields ``names`` is at least ``minimum``."""
+    for name in names:
+        value = getattr(config, name)
+        if value < minimum:
+            raise ConfigError(f"{section}.{name} must be at least {minimum}, not {value}")
+
+
+def _check_not_negative(section: str, config: object, *names: str) -> None:
+    """Raise :class:`ConfigError`, naming all of ``names``, if one of those fields is below 0."""
+    if min(getattr(config, name) for name in names) < 0:
+        shown = [f"{section}.{name}" for name in names]
+        raise ConfigError(f"{', '.join(shown[:-1])} and {shown[-1]} cannot be negative")
+
+
 @dataclass(frozen=True)
 class ChunkingConfig:
     """How sources are cut into drawers."""
@@ -44,8 +69,7 @@ class ChunkingConfig:
     overlap: int = field(default=100, metadata=_doc("characters shared by neighbour drawers"))
 
     def __post_init__(self) -> None:
-        if self.size < 50:
-            raise ConfigError(f"chunking.size must be at least 50, not {self.size}")
+        _check_at_least("chunking", self, "size", minimum=50)
         if not 0 <= self.overlap < self.size // 2:
             raise ConfigError(
                 f"chunking.overlap must be in [0, chunking.size / 2), not {self.overlap}"
@@ -151,22 +175,24 @@ class SearchConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in (
+        _check_at_least(
+            "search",
+            self,
             "overfetch",
             "min_candidates",
             "max_query_chars",
             "lexical_candidates",
             "closet_candidates",
             "rrf_k",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"search.{name} must be at least 1, not {getattr(self, name)}")
+        )
         if any(not 0 <= b <= 1 for b in self.closet_boosts):
             raise ConfigError(
                 f"search.closet_boosts must lie in [0, 1] (a boost only raises), "
                 f"not {self.closet_boosts}"
             )
-        for name in (
+        _check_within(
+            "search",
+            self,
             "vector_weight",
             "bm25_weight",
             "bm25_b",
@@ -175,25 +201,18 @@ class SearchConfig:
             "speaker_weight",
             "source_weight",
             "bm25_context_weight",
-        ):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ConfigError(f"search.{name} must lie in [0, 1], not {getattr(self, name)}")
+        )
         if self.vector_weight + self.bm25_weight <= 0:
             raise ConfigError("search.vector_weight and search.bm25_weight cannot both be 0")
-        if (
-            min(
-                self.bm25_k1,
-                self.grep_neighbours,
-                self.context_window,
-                self.expand_neighbours,
-                self.bm25_context_window,
-            )
-            < 0
-        ):
-            raise ConfigError(
-                "search.bm25_k1, search.grep_neighbours, search.context_window, "
-                "search.expand_neighbours and search.bm25_context_window cannot be negative"
-            )
+        _check_not_negative(
+            "search",
+            self,
+            "bm25_k1",
+            "grep_neighbours",
+            "context_window",
+            "expand_neighbours",
+            "bm25_context_window",
+        )
         for name, allowed in (
             ("fusion", FUSIONS),
             ("normalisation", NORMALISATIONS),
@@ -221,8 +240,7 @@ class ClosetConfig:
     def __post_init__(self) -> None:
         if self.drawers_per_closet < 1:
             raise ConfigError("closets.drawers_per_closet must be at least 1")
-        if not 40 <= self.max_chars <= 1500:
-            raise ConfigError(f"closets.max_chars must lie in [40, 1500], not {self.max_chars}")
+        _check_within("closets", self, "max_chars", low=40, high=1500)
 
 
 @dataclass(frozen=True)
@@ -368,7 +386,9 @@ class MemoryConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in (
+        _check_within(
+            "memory",
+            self,
             "duplicate_similarity",
             "supersede_similarity",
             "candidate_similarity",
@@ -381,9 +401,7 @@ class MemoryConfig:
             "min_relevance",
             "gc_unused_importance",
             "extracted_importance",
-        ):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ConfigError(f"memory.{name} must lie in [0, 1], not {getattr(self, name)}")
+        )
         if self.supersede_similarity > self.duplicate_similarity:
             raise ConfigError(
                 "memory.supersede_similarity cannot be above memory.duplicate_similarity"
@@ -396,16 +414,14 @@ class MemoryConfig:
         )
         if sum(weights) <= 0:
             raise ConfigError("memory: the four recall weights cannot all be 0")
-        for name in ("candidates", "heat_cap", "recall_candidates", "context_tokens"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"memory.{name} must be at least 1, not {getattr(self, name)}")
+        _check_at_least(
+            "memory", self, "candidates", "heat_cap", "recall_candidates", "context_tokens"
+        )
         if self.half_life_days <= 0:
             raise ConfigError(f"memory.half_life_days must be positive, not {self.half_life_days}")
-        if min(self.gc_superseded_days, self.gc_unused_days, self.weight, self.slot_weight) < 0:
-            raise ConfigError(
-                "memory.gc_superseded_days, memory.gc_unused_days, memory.weight and "
-                "memory.slot_weight cannot be negative"
-            )
+        _check_not_negative(
+            "memory", self, "gc_superseded_days", "gc_unused_days", "weight", "slot_weight"
+        )
         if self.extracted_status not in EXTRACTED_STATUSES:
             raise ConfigError(
                 f"memory.extracted_status must be one of {', '.join(EXTRACTED_STATUSES)}, "
@@ -438,10 +454,7 @@ class GraphConfig:
     )
 
     def __post_init__(self) -> None:
-        if not 0 <= self.boost <= 1:
-            raise ConfigError(
-                f"graph.boost must lie in [0, 1] (a boost only raises), not {self.boost}"
-            )
+        _check_within("graph", self, "boost", note=" (a boost only raises)")
         if any(not name.strip() for name in self.single_valued):
             raise ConfigError("graph.single_valued cannot hold an empty predicate")
 
