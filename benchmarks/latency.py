@@ -217,12 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="torch intra-op threads (default: torch's own; for the torch runtime, "
         "`--set embedders.sentence-transformers.runtime=torch`)",
     )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
-    )
+    locomo.add_overrides_argument(parser)
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        print(f"no data at {args.data}; pass --data PATH", file=sys.stderr)
+    if locomo.data_missing(args.data):
         return 2
     _, questions = locomo.load(args.data)
     wing_queries = [(q.text, WING) for q in questions if q.wing == CONVERSATION]

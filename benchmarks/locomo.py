@@ -261,6 +261,21 @@ def overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def add_overrides_argument(parser: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE``, repeatable: the pairs :func:`overrides` turns into palace.toml."""
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
+    )
+
+
+def data_missing(path: Path) -> bool:
+    """Whether the LoCoMo file ``path`` is missing (then said on stderr)."""
+    if path.exists():
+        return False
+    print(f"no data at {path}; pass --data PATH", file=sys.stderr)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
@@ -271,12 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--limit", type=int, help="only the first N questions (a quick latency check)"
     )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
-    )
+    add_overrides_argument(parser)
     args = parser.parse_args(argv)
-    if not args.data.exists():
-        print(f"no data at {args.data}; pass --data PATH", file=sys.stderr)
+    if data_missing(args.data):
         return 2
     wings, questions = load(args.data)
     if args.limit:
