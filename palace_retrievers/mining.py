@@ -18,13 +18,19 @@ A wing remembers, per owner, the roots it was mined from (each source records it
 The first root keeps the keys its source gives (paths relative to the root), and so does
 every later mine of that same root. A root new to a wing that holds another root's
 sources is first compared with them: when at least half of the entries it shares a key
-with have the same content (and one does at least), it is that tree moved or copied (or
-a fresh export of the same conversations) and takes their records over, as a mine of a
-moved folder always did; otherwise it is another tree, and its keys start with its own
-label (:func:`~palace_retrievers.ids.root_label`, ``"b-1a2b3c4d/todo.md"``), so that its
+with have the same content (and one does at least), it is that tree moved or copied
+and takes their records over, as a mine of a moved folder always did; otherwise it is
+another tree, and its keys start with its own label
+(:func:`~palace_retrievers.ids.root_label`, ``"b-1a2b3c4d/todo.md"``), so that its
 ``todo.md`` and the first root's are two sources and neither replaces the other. A mine
 of one root never touches another root's sources, and ``palace sync`` finds each root's
-own by its prefix (:func:`~palace_retrievers.ids.root_prefix`).
+own by its prefix (:func:`~palace_retrievers.ids.root_prefix`). A source whose keys are
+ids (:attr:`~palace_retrievers.sources.Source.keys_are_ids`: a conversation's id names
+that conversation wherever the export lies) is never compared: a new root keeps plain
+keys and takes over the records of the keys it lists, however much they grew (a fresh
+export saved at a new path), and a root labelled before its source said so is mined
+under plain keys again (its labelled records are then gone, and ``palace sync`` removes
+them).
 
 Whatever a source hands over is made storable first: a lone surrogate (from a file name
 that is not UTF-8, or a JSON ``\\ud800`` escape) cannot be written as UTF-8, so a file
@@ -324,8 +330,15 @@ class Miner:
         except Exception:  # the mine itself reads it again and says why it failed
             return None
 
+    def _keys_are_ids(self, path: Path) -> bool:
+        """Whether the source's keys for ``path`` are ids (``False`` for a source that
+        does not say: one written before :class:`Source` asked)."""
+        ask = getattr(self._source, "keys_are_ids_for", None)
+        return bool(ask(path)) if callable(ask) else False
+
     def _key_prefix(
         self,
+        path: Path,
         root: str,
         known: dict[str, SourceState],
         entries: Iterable[SourceEntry | Skipped],
@@ -335,13 +348,21 @@ class Miner:
 
         Returns the prefix (``""`` or ``root_label(root) + "/"``), the fingerprints read
         to decide (by recorded key, so that the mine does not read those entries again)
-        and the entries, listed up front when they had to be compared.
+        and the entries, listed up front when they had to be compared. The source is
+        asked whether its keys are ids only when the answer matters (a prefix it would
+        otherwise get), as ``auto`` looks at ``path`` again to answer.
         """
         own = [split_source_key(key)[1] for key, state in known.items() if state.root == root]
         if own:
-            return root_prefix(root, own), {}, entries
+            prefix = root_prefix(root, own)
+            if prefix and self._keys_are_ids(path):
+                log.info("%s was labelled, but its keys are ids: plain keys from now on", root)
+                return "", {}, entries
+            return prefix, {}, entries
         if all(state.root is None for state in known.values()):
             return "", {}, entries  # the first root mined into this wing
+        if self._keys_are_ids(path):
+            return "", {}, entries  # the same conversations, wherever the export lies
         listed = list(entries)
         shared = [
             (entry, recorded, state)
@@ -437,7 +458,7 @@ class Miner:
 
         with stack:  # the thread embedding ahead, if any, ends with the loop
             entries: Iterable[SourceEntry | Skipped] = self._source.scan(path)
-            prefix, checked, entries = self._key_prefix(root, known, entries, user_id)
+            prefix, checked, entries = self._key_prefix(path, root, known, entries, user_id)
             if progress is not None:
                 entries = progress(entries)
             for entry in entries:

@@ -87,9 +87,25 @@ class Source(ABC):
         palace_settings: Which of the palace's settings (``max_file_bytes`` from
             ``[mining]``, ``chunk_size`` and ``chunk_overlap`` from ``[chunking]``) the
             palace passes in the source's options. The default is none.
+        keys_are_ids: The entry keys name the same thing wherever the root lies (a
+            conversation's or a session's own id, not a path under the root): a new root
+            mined into a wing never gets a prefix and takes over the records of the same
+            keys, however much their content changed (a fresh export saved at a new
+            path). ``False`` by default: a new root whose entries mostly differ from
+            those filed under the same keys is another tree, and its keys get its label
+            (see :mod:`palace_retrievers.mining`).
     """
 
     palace_settings: ClassVar[frozenset[str]] = frozenset()
+    keys_are_ids: ClassVar[bool] = False
+
+    def keys_are_ids_for(self, path: Path) -> bool:
+        """Whether the keys :meth:`scan` gives for ``path`` are ids (:attr:`keys_are_ids`).
+
+        A source that hands ``path`` to another one it picks (``auto``) answers for the
+        one it picks; the others answer with their class attribute.
+        """
+        return self.keys_are_ids
 
     @abstractmethod
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:

@@ -3,26 +3,38 @@
 The first root an owner mines into a wing keeps the keys its source gives; a different
 tree mined into that wing after it has its keys start with its own label
 (``b-1a2b3c4d/todo.md``); a copy or a move of the first tree takes its records over, as
-a mine of a moved folder always did. Real SQLite ledger, exact ``sqlite`` backend; the
-FAKE hashing embedder (this is bookkeeping: which drawers exist, under which keys, and
-what is embedded again), counted to show what a mine embeds.
+a mine of a moved folder always did. A source whose keys are ids (a conversation export)
+never gets a label: a fresh export saved at a new path updates the conversations filed
+from the old one, however much they grew. Real SQLite ledger, exact ``sqlite`` backend;
+the FAKE hashing embedder (this is bookkeeping: which drawers exist, under which keys,
+and what is embedded again), counted to show what a mine embeds.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import HashingEmbedder
 from helpers_tree import write_tree
 
+from palace_plugins.builtin.auto import AutoSource
+from palace_plugins.builtin.chatgpt import ChatGPTSource
+from palace_plugins.builtin.claude_code import ClaudeCodeSource
+from palace_plugins.builtin.files import FilesSource
+from palace_plugins.builtin.slack import SlackSource
+from palace_plugins.builtin.text import TextSource
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.ids import root_label, root_prefix, split_source_key
 from palace_retrievers.records import Filter
+from palace_retrievers.sources import Skipped, Source, SourceEntry
 
 WING = "notes"
 FIRST = {
@@ -321,3 +333,206 @@ def test_root_prefix_reads_back_what_a_root_was_given() -> None:
     assert root_prefix("/home/me/b", [f"{label}/todo.md", "todo.md"]) == ""
     assert root_prefix("/home/me/b", []) == ""
     assert root_prefix("/srv/b", [f"{label}/todo.md"]) == ""
+
+
+# --- Sources whose keys are ids: a fresh conversation export saved at a new path ---
+
+SOURCES = Path(__file__).resolve().parent / "fixtures" / "sources"
+CHATGPT = SOURCES / "chatgpt" / "export"  # the fixture tests/test_sources_chatgpt.py mines
+#: The fixture's conversations that have a ``current_node`` (grown in the later export).
+GROWN = {
+    "6632a1f0-5e1c-8005-9a3e-1b2c3d4e5f60": "Can I retard the dough overnight in the fridge?",
+    "665ae210-77b0-8005-b1c2-d3e4f5a6b7c8": "Now split the chart by region, please.",
+    "66827a30-1234-8005-aaaa-0123456789ab": "And when does 3.14 come out?",
+}
+TYRES = "6592a3b0-0000-8005-cccc-00000000abcd"  # the same in both exports
+NEW = "67a0c000-0000-8005-dddd-000000000001"  # only in the later export
+GPT = "me"
+
+
+def _message(ident: str, role: str, text: str, when: float) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "author": {"role": role, "name": None, "metadata": {}},
+        "create_time": when,
+        "content": {"content_type": "text", "parts": [text]},
+        "status": "finished_successfully",
+        "recipient": "all",
+        "metadata": {},
+    }
+
+
+def _grow(conversation: dict[str, Any], question: str) -> None:
+    """One more exchange at the end of ``conversation``'s current branch."""
+    mapping, last = conversation["mapping"], conversation["current_node"]
+    when = 1_790_000_000.0
+    mapping[last]["children"].append("grown-u")
+    mapping["grown-u"] = {
+        "id": "grown-u",
+        "message": _message("grown-u", "user", question, when),
+        "parent": last,
+        "children": ["grown-a"],
+    }
+    mapping["grown-a"] = {
+        "id": "grown-a",
+        "message": _message("grown-a", "assistant", f"Here is my answer to: {question}", when),
+        "parent": "grown-u",
+        "children": [],
+    }
+    conversation["current_node"] = "grown-a"
+    conversation["update_time"] = when
+
+
+def _new_conversation() -> dict[str, Any]:
+    when = 1_790_100_000.0
+    return {
+        "id": NEW,
+        "conversation_id": NEW,
+        "title": "Bicycle chain wax",
+        "create_time": when,
+        "update_time": when,
+        "current_node": "n-a",
+        "mapping": {
+            "root": {"id": "root", "message": None, "parent": None, "children": ["n-u"]},
+            "n-u": {
+                "id": "n-u",
+                "message": _message("n-u", "user", "How often should I wax a bike chain?", when),
+                "parent": "root",
+                "children": ["n-a"],
+            },
+            "n-a": {
+                "id": "n-a",
+                "message": _message("n-a", "assistant", "Every 300 km or so, dry.", when + 5),
+                "parent": "n-u",
+                "children": [],
+            },
+        },
+    }
+
+
+def _export(path: Path, conversations: list[Any]) -> Path:
+    """A ChatGPT export at ``path``: its folder, or its ``.zip`` when ``path`` ends so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(conversations)
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("conversations.json", text)
+            archive.write(CHATGPT / "user.json", "user.json")
+    else:
+        path.mkdir()
+        (path / "conversations.json").write_text(text, encoding="utf-8")
+        shutil.copy2(CHATGPT / "user.json", path / "user.json")
+    return path
+
+
+@pytest.fixture(params=[("chatgpt", ""), ("chatgpt", ".zip"), ("auto", ".zip"), ("auto", "")])
+def exports(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path, Path]:
+    """``(source, older export, later export)``, at two paths of one downloads folder: in
+    the later one three of the four conversations grew and one is new."""
+    source, suffix = request.param
+    older = json.loads((CHATGPT / "conversations.json").read_text(encoding="utf-8"))
+    later = json.loads((CHATGPT / "conversations.json").read_text(encoding="utf-8"))
+    for conversation in later:
+        if isinstance(conversation, dict) and conversation.get("id") in GROWN:
+            _grow(conversation, GROWN[conversation["id"]])
+    later.append(_new_conversation())
+    downloads = tmp_path / "Downloads"
+    return (
+        source,
+        _export(downloads / f"chatgpt-2026-11{suffix}", older),
+        _export(downloads / f"chatgpt-2026-12{suffix}", later),
+    )
+
+
+def test_a_fresh_export_at_a_new_path_updates_the_conversations_filed(
+    palace: Palace,
+    exports: tuple[str, Path, Path],
+    embedder: CountingEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Most shared conversations grew (a content comparison would call it another tree):
+    the keys are conversation ids, so each conversation is filed once, under plain keys,
+    grown ones updated and the new one added, exactly as the later export alone."""
+    source, older, later = exports
+    assert palace.mine(older, source=source, wing=GPT).mined == 4
+    tyres = {d.text for d in palace.get(list(texts(palace, GPT))) if d.metadata["session"] == TYRES}
+    assert tyres
+    embedded: list[str] = []
+    embed = embedder.embed_documents
+
+    def recording(batch: Sequence[str]) -> Vectors:
+        embedded.extend(batch)
+        return embed(batch)
+
+    monkeypatch.setattr(embedder, "embed_documents", recording)
+    report = palace.mine(later, source=source, wing=GPT)
+    assert (report.seen, report.mined, report.unchanged, report.gone) == (5, 4, 1, 0)
+    assert embedded
+    assert not tyres & set(embedded)  # the unchanged conversation is not embedded again
+    ids = [*GROWN, TYRES, NEW]
+    assert keys(palace, GPT) == {f"chatgpt:{i}": str(later.resolve()) for i in ids}
+    filed = texts(palace, GPT)
+    palace.mine(later, source=source, wing="alone")
+    assert sorted(filed.values()) == sorted(texts(palace, "alone").values())
+    for question in GROWN.values():
+        assert sum(question in text for text in filed.values()) == 1
+    assert sum("wax a bike chain" in text for text in filed.values()) == 1
+    # Mined again, either export changes nothing; a sync finds nothing gone.
+    assert palace.mine(later, source=source, wing=GPT).unchanged == 5
+    assert palace.sync().sources_removed == 0
+    assert texts(palace, GPT) == filed
+
+
+def test_a_fresh_export_is_not_compared_with_what_was_filed(
+    palace: Palace, exports: tuple[str, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same exports with the source's keys taken as paths are two trees (the later
+    one labelled, every conversation filed twice); once the keys are ids again, a mine
+    of the later export files its conversations under plain keys, and a sync removes
+    the labelled copies."""
+    source, older, later = exports
+    monkeypatch.setattr(ChatGPTSource, "keys_are_ids", False)
+    palace.mine(older, source=source, wing=GPT)
+    palace.mine(later, source=source, wing=GPT)
+    label = root_label(str(later.resolve()))
+    assert {k for k, root in keys(palace, GPT).items() if root == str(later.resolve())} == {
+        f"{label}/chatgpt:{i}" for i in [*GROWN, TYRES, NEW]
+    }
+    monkeypatch.undo()
+    report = palace.mine(later, source=source, wing=GPT)
+    assert (report.seen, report.gone) == (5, 5)  # the labelled records, left for sync
+    assert palace.sync().sources_removed == 5
+    assert set(keys(palace, GPT)) == {f"chatgpt:{i}" for i in [*GROWN, TYRES, NEW]}
+    palace.mine(later, source=source, wing="alone")
+    assert sorted(texts(palace, GPT).values()) == sorted(texts(palace, "alone").values())
+
+
+def test_auto_picking_files_still_labels_another_tree(
+    palace: Palace, trees: tuple[Path, Path]
+) -> None:
+    first, second = trees
+    palace.mine(first, source="auto", wing=WING)
+    palace.mine(second, source="auto", wing=WING)
+    label = root_label(str(second.resolve()))
+    assert set(keys(palace)) == set(FIRST) | {f"{label}/{k}" for k in SECOND}
+
+
+def test_which_sources_say_their_keys_are_ids(tmp_path: Path, trees: tuple[Path, Path]) -> None:
+    for ids in (ChatGPTSource, ClaudeCodeSource, SlackSource):
+        assert ids.keys_are_ids is True
+        assert ids({}).keys_are_ids_for(tmp_path) is True
+    for paths in (FilesSource, TextSource):
+        assert paths.keys_are_ids is False
+        assert paths({}).keys_are_ids_for(tmp_path) is False
+
+    class Plain(Source):  # a third-party source that does not say
+        def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:
+            yield from ()
+
+    assert Plain().keys_are_ids_for(tmp_path) is False
+    auto = AutoSource({})
+    for relative in ("chatgpt/export", "slack/export", "claude-code/projects"):
+        assert auto.keys_are_ids_for(SOURCES / relative) is True
+    assert auto.keys_are_ids_for(SOURCES / "text/chats/locomo-sample.jsonl") is False
+    assert auto.keys_are_ids_for(trees[0]) is False
+    assert auto.keys_are_ids_for(tmp_path / "no-such-path") is False

@@ -17,7 +17,9 @@ The first rule that matches decides, for the whole path:
    split between sources: mine each part with its own source when that is wanted.
 
 Options are passed on to the chosen source (``chunk_size``/``chunk_overlap`` to the
-conversation sources, ``max_file_bytes`` to ``files``); the choice is logged.
+conversation sources, ``max_file_bytes`` to ``files``); the choice is logged. Asked
+whether its keys are ids (``keys_are_ids_for``), ``auto`` answers for the source it picks
+for that path.
 """
 
 from __future__ import annotations
@@ -177,6 +179,13 @@ class AutoSource(Source):
     def __init__(self, options: Mapping[str, Any]) -> None:
         options_check("source", "auto", options, {*OPTIONS, "max_file_bytes"})
         self._options = dict(options)
+
+    def keys_are_ids_for(self, path: Path) -> bool:
+        """Whether the source :meth:`scan` picks for ``path`` gives ids as keys."""
+        target = path.expanduser()
+        if not target.exists():
+            return False  # scan says why there is nothing to mine
+        return bool(getattr(SOURCES[detect(target.resolve())], "keys_are_ids", False))
 
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:
         target = path.expanduser()

@@ -3,7 +3,8 @@
 The path may be the ``conversations.json`` file, the unzipped export folder holding it,
 or the export's ``.zip`` itself. Each conversation is one entry, keyed
 ``chatgpt:<conversation id>``, so a later export updates the same conversations instead
-of adding copies; its drawers go to the room ``chatgpt``.
+of adding copies, wherever it is saved (the keys are ids: ``keys_are_ids``); its drawers
+go to the room ``chatgpt``.
 
 A conversation is a tree of messages (``mapping``: node id → ``{message, parent,
 children}``) because an edited prompt or a regenerated answer starts a new branch. Only
@@ -205,6 +206,7 @@ class ChatGPTSource(Source):
     """ChatGPT exports. Options: ``chunk_size``, ``chunk_overlap``."""
 
     palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+    keys_are_ids = True
 
     name = "chatgpt"
 

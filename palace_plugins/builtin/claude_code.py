@@ -1,7 +1,9 @@
 """The ``claude-code`` source: Claude Code session logs (``~/.claude/projects/*/*.jsonl``).
 
 Each session file is one entry, keyed ``claude-code:<session id>`` (the file's name, a
-UUID, so the key is the same wherever the logs lie); a folder is walked for ``*.jsonl``.
+UUID, so the key is the same wherever the logs lie, and a copy of the logs mined from
+another path updates the same sessions: ``keys_are_ids``); a folder is walked for
+``*.jsonl``.
 A file's room is the project: the last folder of the session's working directory
 (``cwd``), else ``claude-code``.
 
@@ -199,6 +201,7 @@ class ClaudeCodeSource(Source):
     """Claude Code session logs. Options: ``chunk_size``, ``chunk_overlap``."""
 
     palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+    keys_are_ids = True
 
     name = "claude-code"
 

@@ -5,7 +5,10 @@ An export is a folder (or a zip holding it, at its top or in one folder) with
 ``dms.json``, ``mpims.json``) and one folder per conversation (named after the channel,
 or the id of a direct message) holding one JSON array of messages per day,
 ``YYYY-MM-DD.json``. Each day file is one entry, keyed
-``slack:<channel>/<day>.json``; its drawers go to the room named after the channel.
+``slack:<channel>/<day>.json``; its drawers go to the room named after the channel. The
+keys are taken as ids (``keys_are_ids``): a fresh export of the workspace mined from
+another path updates the same days instead of adding copies, so two workspaces belong in
+two wings (a channel of the same name would share its days' keys).
 
 Inside a day, a thread (a parent message and the replies that share its ``thread_ts``)
 is one group, with ``thread_ts`` in its drawers' metadata; the other messages are packed
@@ -437,6 +440,7 @@ class SlackSource(Source):
     """Slack export folders and zips. Options: ``chunk_size``, ``chunk_overlap``."""
 
     palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+    keys_are_ids = True
 
     name = "slack"
 

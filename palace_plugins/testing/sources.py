@@ -1,8 +1,9 @@
 """The conformance suite of source adapters: :class:`SourceTests`.
 
 It checks a source against a sample the author provides: keys unique, stable and
-independent of where the data lies, documents well formed, times timezone-aware, bad
-paths and options refused with the palace's errors, several readers at once agreeing.
+independent of where the data lies, whether they are ids said with a bool, documents well
+formed, times timezone-aware, bad paths and options refused with the palace's errors,
+several readers at once agreeing.
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ class SourceTests:
         assert keys == [e.key for e in self.entries(source_factory({}), sample_path)]
         root = str(sample_path.resolve().parent)
         assert not any(root in key or key.startswith("/") for key in keys)
+
+    def test_it_says_whether_its_keys_are_ids(
+        self, source_factory: Callable[[Mapping[str, Any]], Source], sample_path: Path
+    ) -> None:
+        """``keys_are_ids`` is a bool, and so is the answer for the sample (which a source
+        that picks another per path, like ``auto``, gives for the one it picks)."""
+        source = source_factory({})
+        assert isinstance(type(source).keys_are_ids, bool)
+        answer = source.keys_are_ids_for(sample_path)
+        assert isinstance(answer, bool)
+        assert source.keys_are_ids_for(sample_path) == answer
 
     def test_read_gives_a_document(
         self, source_factory: Callable[[Mapping[str, Any]], Source], sample_path: Path
