@@ -116,7 +116,10 @@ SETS = {
     "train 3 (trained on)": "memory_pairs_train3.jsonl",
     "train 4 (trained on)": "memory_pairs_train4.jsonl",
     "held-out 13 (seen)": "memory_pairs_heldout13.jsonl",
-    "held-out 14 (blind)": "memory_pairs_heldout14.jsonl",
+    "held-out 14 (seen)": "memory_pairs_heldout14.jsonl",
+    "train 5 (trained on)": "memory_pairs_train5.jsonl",
+    "train 6 (trained on)": "memory_pairs_train6.jsonl",
+    "held-out 15 (blind)": "memory_pairs_heldout15.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
