@@ -71,7 +71,7 @@ def fit(x: np.ndarray, v: np.ndarray, y: np.ndarray) -> Fitted:
     return Fitted(forest, scaler, linear)
 
 
-def to_json(model: Fitted) -> dict[str, Any]:
+def to_json(model: Fitted, embedder_name: str) -> dict[str, Any]:
     """The fitted model in the form :class:`pair_estimators.PairModel` reads."""
     trees = []
     for estimator in model.forest.estimators_:
@@ -89,6 +89,7 @@ def to_json(model: Fitted) -> dict[str, Any]:
         "labels": [str(label) for label in model.forest.classes_],
         "features": list(pair_model.FEATURES),
         "trained_on": list(TRAIN),
+        "embedder": embedder_name,
         "forest": {"trees": trees},
         "linear": {
             "mean": model.scaler.mean_.tolist(),
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         return 0
     final = fit(x, v, y)
-    spec = to_json(final)
+    spec = to_json(final, model.model_name)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(spec, separators=(",", ":")) + "\n", encoding="utf-8")
     check = pair_estimators.PairModel(json.loads(args.out.read_text(encoding="utf-8")))

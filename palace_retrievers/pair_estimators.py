@@ -101,6 +101,8 @@ class PairModel:
         labels: The class of each probability, in order.
         features: The names of the forest's inputs (checked against the code's).
         trained_on: The labelled sets it was fitted on.
+        embedder: The embedding model whose vectors it was trained on (its features mean
+            nothing with another model's vectors).
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -108,6 +110,7 @@ class PairModel:
             self.labels = tuple(str(label) for label in spec["labels"])
             self.features = tuple(str(name) for name in spec["features"])
             self.trained_on = tuple(str(name) for name in spec.get("trained_on", ()))
+            self.embedder = str(spec.get("embedder", ""))
             self.forest = Forest(spec["forest"]["trees"])
             self.linear = Linear(spec["linear"])
         except (KeyError, TypeError, ValueError, IndexError) as exc:

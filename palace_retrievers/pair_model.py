@@ -25,6 +25,10 @@ training), give the three probabilities, averaged (:mod:`palace_retrievers.pair_
 plain JSON in ``palace_retrievers/data/pair_model.json``: no pickle, no scikit-learn at run
 time).
 
+The model was trained on the vectors of one embedder (all-MiniLM-L6-v2, named in the
+JSON); a palace that embeds with another model is not given its opinion (remembering
+checks), since its features would mean something else.
+
 :func:`combine` weighs it in: a pair the structural matcher calls *new* takes the model's
 *update* or *duplicate* when it is at least ``memory.pair_model_threshold`` sure, and a
 structural *update* the model calls *new* with at least ``memory.pair_model_veto`` is new. The

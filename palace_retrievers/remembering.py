@@ -130,6 +130,7 @@ class Remembering(MemoryKeeping):
         self._config = config.memory
         self._embed = embed
         self._model = model
+        self._warned_pair_model = False
         self._writing = writing
         self._sync_index = sync_index
         self._claim_model = claim_model
@@ -311,9 +312,18 @@ class Remembering(MemoryKeeping):
         if not asked:
             return verdicts
         try:
-            judged = pair_model.judge_many(
-                [(verdicts[i][0].text, text) for i in asked], self._embed
-            )
+            trained_for = pair_model.model().embedder
+            if trained_for != self._model:
+                if not self._warned_pair_model:
+                    log.info(
+                        "the pair model was trained on %s vectors, not %s: not asked",
+                        trained_for,
+                        self._model,
+                    )
+                    self._warned_pair_model = True
+                return verdicts
+            pairs = [(verdicts[i][0].text, text) for i in asked]
+            judged = pair_model.judge_many(pairs, self._embed)
         except Exception as exc:  # signal, not gate: the structural verdicts stand
             log.warning("the pair model failed (%s: %s)", type(exc).__name__, exc)
             return verdicts

@@ -134,6 +134,7 @@ def test_the_shipped_model_reads_and_was_not_trained_on_the_blind_set() -> None:
     model = pair_model.model()
     assert model.features == pair_model.FEATURES
     assert "memory_pairs.jsonl" in model.trained_on
+    assert model.embedder == "sentence-transformers/all-MiniLM-L6-v2"
     assert not any("heldout15" in name for name in model.trained_on)
 
 
@@ -270,3 +271,17 @@ def test_an_added_value_is_told_from_a_replaced_one() -> None:
     assert pair_model.line_up("I play tennis", "I also play squash").additive
     assert pair_model.line_up("家里养了一只猫", "最近又养了一只狗").additive
     assert not pair_model.line_up("I play tennis", "I switched to squash").additive
+
+
+def test_the_model_is_not_asked_with_another_embedders_vectors(
+    open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the FAKE embedder (pure logic): the model was trained on MiniLM vectors, so a
+    palace embedding with another model keeps the structural verdicts."""
+    asked: list[object] = []
+    monkeypatch.setattr(pair_model, "judge_many", lambda *a, **k: asked.append(a) or [])
+    palace = open_palace(tmp_path / "fake")
+    assert pair_model.model().embedder != palace.embedder.model_name
+    palace.remember("My gym is Planet Fitness", user_id="u1")
+    palace.remember("I cancelled Planet Fitness and joined Equinox", user_id="u1")
+    assert asked == []
