@@ -221,10 +221,23 @@ class MemoryKeeping:
         )
 
     def delete(self, memory_id_: str, *, user_id: str | None) -> Memory:
-        """Archive the memory (restorable); history: ``delete``."""
+        """Archive the memory (restorable); history: ``delete``.
+
+        A memory ``gc`` archived already stays archived and gets the ``delete`` event all
+        the same: a deleted memory is never recalled, not even for a question about the
+        past (which does recall what gc archived for being superseded).
+        """
         with self._writing("delete memory"):
             old = self.get(memory_id_, user_id=user_id)
             if old.status == "archived":
+                archiving = [
+                    e for e in self._ledger.memory_history(old.id) if e.new_status == "archived"
+                ]
+                if archiving and archiving[-1].event != "delete":
+                    _, event = self._set_status(
+                        old, "archived", "delete", datetime.now(UTC), soft=True
+                    )
+                    self._ledger.save_memories([old], events=[event])  # the record unchanged
                 return old
             new, event = self._set_status(old, "archived", "delete", datetime.now(UTC), soft=True)
             self._ledger.save_memories([new], events=[event])

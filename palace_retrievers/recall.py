@@ -213,7 +213,11 @@ def superseded_at(events: Sequence[MemoryEvent]) -> datetime | None:
     last = events[archived[-1]]
     if last.event != "archive" or last.detail.get("reason") != "superseded":
         return None
-    times = [e.at for e in events[: archived[-1]] if e.new_status == "superseded"]
+    times = [
+        e.at
+        for e in events[: archived[-1]]
+        if e.new_status == "superseded" and e.event != "restore"  # a restore ends nothing
+    ]
     return times[-1] if times else None
 
 

@@ -164,7 +164,8 @@ def test_superseded_at_reads_the_archive_reason_from_the_history() -> None:
     restored = event("restore", day(2025, 2, 1), "superseded")
     assert superseded_at([added, superseded, gc, restored, deleted]) is None
     again = event("archive", day(2025, 9, 1), "archived", reason="superseded")
-    assert superseded_at([added, superseded, gc, restored, again]) == day(2025, 2, 1)
+    # a restore to superseded ends nothing: the value held until its supersede
+    assert superseded_at([added, superseded, gc, restored, again]) == day(2024, 6, 1)
 
 
 def memory(name: str, at: datetime, *, status: str = "active", by: str | None = None) -> Memory:
@@ -281,6 +282,22 @@ def test_a_past_question_recalls_memories_archived_as_superseded(archived_life: 
     assert texts(archived_life, "Where do I live?", until="2024-07-01")[0][0] == "I moved to Porto"
     # word matches, not only the slot's timeline
     assert ("I moved to Porto", "archived") in texts(archived_life, "moved to Porto in July 2024")
+
+
+def test_a_memory_deleted_after_gc_is_not_recalled_for_the_past(archived_life: Palace) -> None:
+    archived_life.gc(now=GC_AT)
+    porto = next(m for m in archived_life.memories(user_id=USER, status=None) if "Porto" in m.text)
+    assert archived_life.delete_memory(porto.id, user_id=USER).status == "archived"
+    assert [e.event for e in archived_life.history(porto.id, user_id=USER)][-2:] == [
+        "archive",
+        "delete",
+    ]
+    assert not any(
+        "Porto" in text for text, _ in texts(archived_life, "Where did I live in July 2024?")
+    )
+    archived_life.delete_memory(porto.id, user_id=USER)  # once deleted, nothing more is written
+    assert [e.event for e in archived_life.history(porto.id, user_id=USER)][-1] == "delete"
+    assert [e.event for e in archived_life.history(porto.id, user_id=USER)].count("delete") == 1
 
 
 def test_archived_memories_stay_out_of_questions_about_now(archived_life: Palace) -> None:
