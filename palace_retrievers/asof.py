@@ -117,13 +117,14 @@ _ZH_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "个�
 _ZH_UNITS |= {"个月": "month", "月": "month", "年": "year"}
 
 # Dates without a year. Whether a month's name is one is checked by _month_word_ok.
-_BARE_MONTH = rf"(?P<mn>{_MONTH_WORDS})\b\.?"
+_BARE_MONTH = rf"(?P<mn>{_MONTH_WORDS})\b(?!['’]s\b)\.?"  # "June's car": a name
 _NO_YEAR_AFTER = rf"(?![-/:]\d)(?!,?\s*{_YEAR}\b)"  # "June 3, 2030": not this table's
 _YEAR_AFTER = r"(?:,?\s+(?:of\s+)?(?P<rel>last|this)\s+year\b)?"
 _ZH_MONTH = r"1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九]"
 _ZH_DAY = r"[12]\d|3[01]|0?[1-9]|[二三]?十[一二三四五六七八九]?|[一二三四五六七八九]"
 _ZH_NOT_BEFORE = r"[\d年月个第每零〇一二两三四五六七八九十]"
-_MONTH_ALONE_AFTER = r"back\s+in|as\s+of|in|during|throughout|since|until|till|of|around|last"
+# Not "until"/"till": "closed until June" is as likely the coming June as the last one.
+_MONTH_ALONE_AFTER = r"back\s+in|as\s+of|in|during|throughout|since|of|around|last"
 
 # Each pattern has named groups for its parts; the first that matches wins, in this order.
 _PATTERNS = [
@@ -138,6 +139,14 @@ _PATTERNS = [
         rf"(?P<y>{_YEAR})\s*年\s*(?P<m>\d{{1,2}})\s*月(?:份)?",
         rf"(?P<y>{_YEAR})\s*年(?:份)?(?!\s*\d)",
         rf"\b(?:back\s+in|in|during|throughout|as\s+of|as\s+at)\s+(?P<y>{_YEAR})\b(?![-/.]\d)",
+        # Days and weeks back ("last week", "3 days ago", "上周") before dates without a
+        # year: "what did I say last week about the trip in May?" asks about last week.
+        r"\b(?P<yesterday>yesterday)\b",
+        r"\blast\s+(?P<last>week|month)\b",
+        r"\b(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
+        r"(?P<unit>day|week|month|year)s?\s+ago\b",
+        r"(?P<zh_last>昨天|上周|上个?星期|上个月)",
+        r"(?P<zn>\d{1,3}|[一两二三四五六七八九十]+)\s*(?P<zunit>天|个星期|星期|周|个月|年)(?:以)?前",
         rf"\b{_BARE_MONTH}\s+(?P<d>\d{{1,2}})(?P<th>st|nd|rd|th)?\b{_NO_YEAR_AFTER}{_YEAR_AFTER}",
         rf"(?:\bthe\s+)?\b(?P<d>\d{{1,2}})(?P<th>st|nd|rd|th)?\s+(?P<of>of\s+)?{_BARE_MONTH}"
         rf"{_NO_YEAR_AFTER}{_YEAR_AFTER}",
@@ -145,12 +154,9 @@ _PATTERNS = [
         rf"(?!\s*\d){_YEAR_AFTER}",
         rf"(?:(?P<zrel>去年|今年|前年)\s*|(?<!{_ZH_NOT_BEFORE}))(?P<m>{_ZH_MONTH})\s*月(?!\s*以?前)"
         rf"(?:份)?(?:\s*(?P<d>{_ZH_DAY})\s*[日号])?",
-        r"\b(?P<yesterday>yesterday)\b",
-        r"\blast\s+(?P<last>week|month|year)\b",
-        r"\b(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
-        r"(?P<unit>day|week|month|year)s?\s+ago\b",
-        r"(?P<zh_last>昨天|上周|上个?星期|上个月|去年|前年)",
-        r"(?P<zn>\d{1,3}|[一两二三四五六七八九十]+)\s*(?P<zunit>天|个星期|星期|周|个月|年)(?:以)?前",
+        # A year back after dates without a year: "March last year", "去年3月" are months.
+        r"\blast\s+(?P<last>year)\b",
+        r"(?P<zh_last>去年|前年)",
     )
 ]
 _BEFORE = re.compile(
@@ -246,7 +252,8 @@ def _recent(
     """The month (``day`` 0) or day without a year that ``now`` means: in the year ``back``
     years before ``now``'s when given; else its latest occurrence begun by ``now`` (ended by
     it when ``before``: "last March"). ``None`` for no such date (June 31, month 13)."""
-    years = [now.year - back] if back is not None else range(now.year, now.year - 9, -1)
+    today = now.date()  # the asker's calendar day: ``now`` in its own time zone
+    years = [today.year - back] if back is not None else range(today.year, today.year - 9, -1)
     for year in years:
         try:
             start = datetime(year, month, day or 1, tzinfo=UTC)
@@ -255,7 +262,8 @@ def _recent(
                 continue  # a leap day: the latest leap year's
             return None
         end = start + timedelta(days=1) if day else _add_months(start, 1)
-        if back is None and (start > now or (before and end > now)):
+        first, last = start.date(), (end - timedelta(days=1)).date()
+        if back is None and (first > today or (before and last >= today)):
             continue
         return start, end
     return None
@@ -349,7 +357,7 @@ def period_in(question: str, *, now: datetime | None = None) -> Period | None:
             if groups.get("mn") and not groups.get("y") and not _month_word_ok(match, text):
                 continue
             bounds = _bounds(groups, now)
-            if bounds is None or bounds[0] > now:
+            if bounds is None or bounds[0].date() > now.date():  # on the asker's calendar
                 continue
             start, end = match.span()
             before = _BEFORE.search(text[:start])

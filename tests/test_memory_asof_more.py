@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ def day(y: int, m: int, d: int) -> datetime:
         ("Where did I live in december?", day(2025, 12, 1), day(2026, 1, 1), None),
         ("What did I decide during May?", day(2026, 5, 1), day(2026, 6, 1), None),
         ("Where did I work since April?", day(2026, 4, 1), day(2026, 5, 1), None),
-        ("Where did I work until Sept.?", day(2025, 9, 1), day(2025, 10, 1), None),
+        ("Where did I work since Sept.?", day(2025, 9, 1), day(2025, 10, 1), None),
         ("Where did I work in Aug?", day(2025, 8, 1), day(2025, 9, 1), "Where did I work?"),
         ("What was my job in early March?", day(2026, 3, 1), day(2026, 4, 1), "What was my job?"),
         ("What was my job at the end of May?", day(2026, 5, 1), day(2026, 6, 1), None),
@@ -94,6 +94,24 @@ def test_a_date_without_a_year_is_its_latest_occurrence(
         assert without_period(question, period) == rest
 
 
+def test_a_date_without_a_year_is_read_on_the_askers_calendar() -> None:
+    tokyo = timezone(timedelta(hours=9))
+    morning = datetime(2026, 6, 3, 8, 0, tzinfo=tokyo)  # still June 2 in UTC
+    assert _start("What was the standup time on June 3?", morning) == day(2026, 6, 3)
+    assert _start("Where did I live in June?", morning) == day(2026, 6, 1)
+    new_year = datetime(2026, 1, 1, 7, 0, tzinfo=tokyo)  # still 2025 in UTC
+    assert _start("Where did I live in January?", new_year) == day(2026, 1, 1)
+
+
+def test_days_and_weeks_back_win_over_a_month_without_a_year() -> None:
+    start = _start("What did I say last week about my trip in May?", NOW)
+    assert start is not None
+    assert NOW - timedelta(days=14) <= start < NOW  # last week, not May
+    assert _start("What did we decide 3 days ago about March?", NOW) == day(2026, 6, 7)
+    assert _start("What was my job in March last year?", NOW) == day(2025, 3, 1)
+    assert _start("去年3月我住在哪里？", NOW) == day(2025, 3, 1)
+
+
 def test_a_month_after_now_in_the_year_is_last_years_across_new_year() -> None:
     january = datetime(2026, 1, 15, 8, tzinfo=UTC)
     assert _start("Where did I live in December?", january) == day(2025, 12, 1)
@@ -129,6 +147,9 @@ def _start(question: str, now: datetime) -> datetime | None:
         "13月的计划是什么？",
         "周会改到周一下午3点了吗？",
         "三月前周会是什么时候？",  # "three months ago" or "before March": neither
+        "Is the pool closed until June?",  # the coming June as likely as the last one
+        "Where is June's car parked?",  # a name
+        "Who sat in June's seat?",
         "这个月周会是什么时候？",
     ],
 )
