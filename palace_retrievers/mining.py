@@ -237,6 +237,10 @@ class _EmbeddingAhead:
             self._file(embedding.result())
 
 
+#: Entries a root new to a wing compares with the records of the same keys, at most.
+_COMPARED = 50
+
+
 class Miner:
     """Mines one path with one source into one wing.
 
@@ -371,12 +375,16 @@ class Miner:
             and (state := known.get(recorded := source_key(storable(entry.key), user_id)))
             is not None
         ]
+        shared = shared[:_COMPARED]
         need = (len(shared) + 1) // 2
         same = other = 0
         checked: dict[str, str] = {}
         for entry, recorded, state in shared:
             if same >= need or len(shared) - other < need:
                 break
+            if state.location == storable(entry.location):
+                same += 1  # the very file filed before (a file of the tree mined on its own)
+                continue
             fingerprint = self._fingerprint(entry)
             if fingerprint is not None:
                 checked[recorded] = fingerprint

@@ -127,6 +127,21 @@ def test_two_folders_with_the_same_paths_keep_both_sets_of_drawers(
     assert str(second.resolve() / "alpha/one.md") in found(palace, "heron reeds")
 
 
+def test_a_file_of_the_tree_mined_on_its_own_replaces_its_drawers(
+    palace: Palace, trees: tuple[Path, Path]
+) -> None:
+    first, _ = trees
+    palace.mine(first, wing=WING)
+    (first / "todo.md").write_text("# Todo\n\nRepaint the harbour lantern red.\n", "utf-8")
+    report = palace.mine(first / "todo.md", wing=WING)
+    assert report.mined == 1
+    filed = texts(palace)
+    assert len(filed) == 3
+    assert any("Repaint" in text for text in filed.values())
+    assert not any("licence" in text for text in filed.values())  # the old version is gone
+    assert not any("/" in key and key.split("/")[0].startswith("todo") for key in keys(palace))
+
+
 def test_mining_each_root_again_is_incremental(
     palace: Palace, trees: tuple[Path, Path], embedder: CountingEmbedder
 ) -> None:
