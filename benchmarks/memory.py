@@ -237,8 +237,8 @@ def run_pairs(model: Embedder) -> None:
             """Remembering compares a pair only when its cosine reaches c or the matcher
             files both on one slot (then it finds the old one by its slot)."""
             match = compare(p["old"], p["new"], similarity=s)
-            if s < c:
-                return match.verdict if match.slot is not None else "new"
+            if s < c and match.slot is None:
+                return "new"
             return with_model(match.verdict, f[id(p)], t)
 
         deciders[f"as the palace decides (pairs at cosine >= {near} only)"] = as_the_palace

@@ -40,14 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory import SETS, embedder, load_pairs, score
 
 from palace_retrievers import pair_estimators, pair_model
+from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory_match import compare
 
 BLIND = ("memory_pairs_heldout15.jsonl",)
 TRAIN = tuple(name for name in SETS.values() if name not in BLIND)
 TREES, DEPTH, SEED = 100, 6, 0
 C = 0.02  # the logistic regression's inverse regularisation
-THRESHOLD = 0.6  # memory.pair_model_threshold's default
-VETO = 0.8  # memory.pair_model_veto's default
+THRESHOLD = MemoryConfig().pair_model_threshold
+VETO = MemoryConfig().pair_model_veto
 
 
 @dataclass

@@ -14,9 +14,9 @@ new text is a *duplicate* (the same statement up to wording), an *update* (the s
 subject and slot with another value) or *new*, with ``memory.duplicate_similarity`` and
 ``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
 the whole rule should the matcher fail). A pair it calls new goes on to the learned pair
-forest (:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which may call it an
+model (:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which may call it an
 update or a duplicate when it is at least ``memory.pair_model_threshold`` sure; a
-structural update the forest calls new with at least ``memory.pair_model_veto`` is new.
+structural update the model calls new with at least ``memory.pair_model_veto`` is new.
 Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
@@ -306,9 +306,14 @@ class Remembering(MemoryKeeping):
         self, text: str, verdicts: list[tuple[Memory, str, float]]
     ) -> list[tuple[Memory, str, float]]:
         """The structural verdicts with the pair model weighed in (:func:`pair_model.combine`):
-        one embedder call for every pair that is not a duplicate already."""
+        one embedder call for all the pairs, unless one is a duplicate already.
+
+        It runs under the writer lock (the candidates are read there): up to six short
+        texts a candidate are embedded while other writers wait."""
         cfg = self._config
-        asked = [i for i, (old, verdict, _) in enumerate(verdicts) if verdict != "duplicate"]
+        if any(verdict == "duplicate" for _, verdict, _ in verdicts):
+            return verdicts  # a repeat already: nothing is filed, whatever the rest says
+        asked = list(range(len(verdicts)))
         if not asked:
             return verdicts
         try:

@@ -211,6 +211,8 @@ def test_an_update_the_rules_miss_supersedes_through_the_forest(
     assert sim >= palace.config.memory.candidate_similarity  # compared at all
     if compare(old, new, similarity=sim).verdict != "new":
         pytest.fail("the structural matcher now finds this update: pick a pair it misses")
+    probabilities = pair_model.judge(old, new, palace._embed)
+    assert probabilities["update"] >= palace.config.memory.pair_model_threshold
     first = palace.remember(old, user_id="u1")
     second = palace.remember(new, user_id="u1")
     assert second.action == "updated"
