@@ -27,9 +27,10 @@ the asked time is now). Both are read from the query's words, without the ledger
   (``GC_REASONS``' ``"superseded"``) count as superseded ones, in the slot's timeline
   and among the word matches (the same two queries), holding until they were
   superseded (their successor's ``created_at``, else the time of their ``supersede``
-  event). The archive reason is read from the memory's history, one indexed query per
-  archived memory that may have held during the period (superseded before it was
-  archived, not expired, stated before the period ends and archived after it starts).
+  event). The archive reason is read from the memories' histories, in one indexed
+  query for all the archived memories that may have held during the period (superseded
+  before they were archived, not expired, stated before the period ends and archived
+  after it starts), none if there is none.
   Memories archived as expired or unused, or deleted, are never recalled, and a
   question about now never recalls an archived memory.
 
@@ -401,20 +402,25 @@ class Recall:
     ) -> dict[str, datetime]:
         """For the archived ``memories`` that ``palace gc`` archived for having been
         superseded and that may have held during ``period``: when they were superseded
-        (see the module's documentation). One history query per such memory."""
+        (see the module's documentation). One history query for all of them, none if
+        there is none."""
+        ids = [
+            memory.id
+            for memory in memories
+            if memory.status == "archived"
+            and memory.superseded_by
+            and not memory.expired(now)
+            and memory.created_at < period.end
+            and memory.status_at > period.start  # else archived (so superseded) before it
+        ]
+        if not ids:
+            return {}
         out: dict[str, datetime] = {}
-        for memory in memories:
-            if (
-                memory.status != "archived"
-                or not memory.superseded_by
-                or memory.expired(now)
-                or memory.created_at >= period.end
-                or memory.status_at <= period.start  # archived (so superseded) before it
-            ):
-                continue
-            at = superseded_at(self._ledger.memory_history(memory.id))
+        histories = self._ledger.memory_histories(ids)
+        for memory_id in ids:
+            at = superseded_at(histories.get(memory_id, []))
             if at is not None:
-                out[memory.id] = at
+                out[memory_id] = at
         return out
 
     def hits(self, candidates: Sequence[Candidate], *, best: float, now: datetime) -> list[Hit]:

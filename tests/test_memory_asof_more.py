@@ -12,7 +12,7 @@ REAL all-MiniLM-L6-v2 through ``Palace.search``.
 from __future__ import annotations
 
 import calendar
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -363,22 +363,33 @@ def test_only_a_past_question_reads_the_history_of_archived_memories(
 ) -> None:
     archived_life.gc(now=GC_AT)
     ledger = archived_life.ledger
-    read: list[str] = []
-    original = ledger.memory_history
+    reads: list[list[str]] = []  # the ids of each batched history read
+    original = ledger.memory_histories
 
-    def counted(memory_id: str) -> list[MemoryEvent]:
-        read.append(memory_id)
-        return original(memory_id)
+    def counted(ids: Sequence[str]) -> dict[str, list[MemoryEvent]]:
+        reads.append(list(ids))
+        return original(ids)
 
-    ledger.memory_history = counted  # type: ignore[method-assign]
+    def one_by_one(memory_id: str) -> list[MemoryEvent]:
+        raise AssertionError(f"a search read the history of {memory_id} on its own")
+
+    ledger.memory_histories = counted  # type: ignore[method-assign]
+    ledger.memory_history = one_by_one  # type: ignore[method-assign]
     archived_life.search("Where do I live?", k=3, user_id=USER)
     archived_life.search("moved to Porto", k=3, user_id=USER)
-    assert read == []
+    assert reads == []
     archived_life.search("Where did I live in July 2024?", k=3, user_id=USER)
+    assert len(reads) == 1  # one history read for the search, whatever it looks up
     # Lisbon and Porto may have held in July 2024 (stated before it, archived after it);
     # the memories archived as unused or expired are never looked up (no successor)
     names = {m.id: m.text for m in archived_life.memories(user_id=USER, status=None)}
-    assert sorted(names[i] for i in read) == ["I live in Lisbon", "I moved to Porto"]
+    assert sorted(names[i] for ids in reads for i in ids) == [
+        "I live in Lisbon",
+        "I moved to Porto",
+    ]
+    reads.clear()
+    archived_life.search("Where did I live in March 2024?", k=3, user_id=USER)
+    assert len(reads) <= 1
 
 
 def test_a_year_less_month_resolves_against_the_searchs_clock(archived_life: Palace) -> None:

@@ -289,6 +289,37 @@ class MemoryStoreTests:
         assert [e.event for e in ledger.memory_history("a")] == ["add", "delete"]
         assert ledger.memory_history("missing") == []
 
+    def test_memory_histories_is_memory_history_per_id(self, ledger: Ledger) -> None:
+        ledger.save_memories(
+            [memory(i, i, user_id="u1") for i in ("b", "a", "c")],
+            events=[
+                event("b", "add", user_id="u1", new_text="b"),
+                event("a", "add", user_id="u1", new_text="a"),
+                event("c", "add", user_id="u1", new_text="c"),
+            ],
+        )
+        # the events of one memory interleave with the others' and one repeats a time
+        for hour, memory_id, name in (
+            (1, "a", "update"),
+            (2, "b", "supersede"),
+            (1, "a", "pin"),
+            (3, "a", "archive"),
+            (4, "b", "archive"),
+        ):
+            ledger.save_memories(
+                [],
+                events=[event(memory_id, name, hour=hour, user_id="u1", detail={"n": hour})],
+            )
+        ledger.delete_memories(["c"], events=[event("c", "delete", hour=5, user_id="u1")])
+        histories = ledger.memory_histories(["b", "missing", "a", "c", "a"])
+        assert set(histories) == {"a", "b", "c"}
+        for memory_id in ("a", "b", "c"):
+            assert histories[memory_id] == ledger.memory_history(memory_id)
+        assert [e.event for e in histories["a"]] == ["add", "update", "pin", "archive"]
+        assert [e.event for e in histories["c"]] == ["add", "delete"]  # kept after a delete
+        assert ledger.memory_histories(["missing"]) == {}
+        assert ledger.memory_histories([]) == {}
+
     def test_gc_candidates(self, ledger: Ledger) -> None:
         now = T0 + timedelta(days=400)
         ledger.save_memories(

@@ -127,6 +127,12 @@ class MemoryStore(ABC):
         """Every event of the memory, oldest first (kept after the memory is deleted)."""
 
     @abstractmethod
+    def memory_histories(self, ids: Sequence[str]) -> dict[str, list[MemoryEvent]]:
+        """Every event of each of these memories, oldest first, as
+        :meth:`memory_history` gives it, in one read; an id with no history (unknown,
+        or never given an event) is absent. Ids may repeat; none gives ``{}``."""
+
+    @abstractmethod
     def delete_memories(self, ids: Sequence[str], *, events: Sequence[MemoryEvent] = ()) -> int:
         """Delete these memories (their history stays) and append ``events``, in one
         transaction; returns how many existed."""

@@ -291,6 +291,19 @@ class PostgresMemoryStore(MemoryStore):
         )
         return [memory_rows.event_from_row(row, _utc) for row in rows]
 
+    def memory_histories(self, ids: Sequence[str]) -> dict[str, list[MemoryEvent]]:
+        if not ids:
+            return {}
+        out: dict[str, list[MemoryEvent]] = {}
+        for row in self._read(
+            f"SELECT {memory_rows.EVENT_COLUMNS} FROM memory_history "
+            "WHERE memory_id = ANY(%s) ORDER BY memory_id, seq",
+            (list(set(ids)),),
+        ):
+            event = memory_rows.event_from_row(row, _utc)
+            out.setdefault(event.memory_id, []).append(event)
+        return out
+
     def gc_candidates(
         self,
         *,

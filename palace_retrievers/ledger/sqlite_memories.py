@@ -317,6 +317,19 @@ class SQLiteMemoryStore(MemoryStore):
         )
         return [memory_rows.event_from_row(row, _when) for row in rows]
 
+    def memory_histories(self, ids: Sequence[str]) -> dict[str, list[MemoryEvent]]:
+        out: dict[str, list[MemoryEvent]] = {}
+        for batch in _batches(ids):  # one query per 500 ids (SQLite's parameter limit)
+            marks = ",".join("?" * len(batch))
+            for row in self._read(
+                f"SELECT {memory_rows.EVENT_COLUMNS} FROM memory_history "
+                f"WHERE memory_id IN ({marks}) ORDER BY memory_id, seq",
+                batch,
+            ):
+                event = memory_rows.event_from_row(row, _when)
+                out.setdefault(event.memory_id, []).append(event)
+        return out
+
     def gc_candidates(
         self,
         *,
