@@ -84,6 +84,21 @@ def matcher() -> ModuleType | None:
     return memory_match
 
 
+def supersede_event(old: Memory, by: Memory, at: datetime, **detail: Any) -> MemoryEvent:
+    """History: ``old`` superseded by ``by`` at ``at`` (``detail`` added to the link)."""
+    return MemoryEvent(
+        memory_id=old.id,
+        event="supersede",
+        at=at,
+        user_id=old.user_id,
+        old_text=old.text,
+        new_text=by.text,
+        old_status=old.status,
+        new_status="superseded",
+        detail={"superseded_by": by.id, **detail},
+    )
+
+
 def memory_id(*, user_id: str | None, text: str, at: datetime, attempt: int = 0) -> str:
     """The id of a memory: its owner, text and the time it was remembered."""
     parts = [user_id or "", text, at.astimezone(UTC).isoformat()]
@@ -414,20 +429,7 @@ class Remembering(MemoryKeeping):
         superseded = [
             replace(m, status="superseded", superseded_by=memory.id, status_at=at) for m in current
         ]
-        events = [
-            MemoryEvent(
-                memory_id=old.id,
-                event="supersede",
-                at=at,
-                user_id=old.user_id,
-                old_text=old.text,
-                new_text=memory.text,
-                old_status=old.status,
-                new_status="superseded",
-                detail={"superseded_by": memory.id, "confirmed": True},
-            )
-            for old in current
-        ]
+        events = [supersede_event(old, memory, at, confirmed=True) for old in current]
         return replace(memory, metadata=metadata), superseded, events
 
     def _file(
@@ -478,20 +480,7 @@ class Remembering(MemoryKeeping):
                 new_status=memory.status,
                 detail={"supersedes": [m.id for m in updates]} if updates else {},
             ),
-            *(
-                MemoryEvent(
-                    memory_id=old.id,
-                    event="supersede",
-                    at=at,
-                    user_id=old.user_id,
-                    old_text=old.text,
-                    new_text=memory.text,
-                    old_status=old.status,
-                    new_status="superseded",
-                    detail={"superseded_by": memory.id},
-                )
-                for old in updates
-            ),
+            *(supersede_event(old, memory, at) for old in updates),
         ]
         self._ledger.save_memories(
             [memory, *superseded], vectors=vectors, model=self._model, events=events
