@@ -145,7 +145,8 @@ class PairTexts:
 
 
 def _template(text: str, toks: Sequence[Token], kept: Sequence[bool]) -> str:
-    """``text`` with each run of tokens not ``kept`` replaced by one :data:`MASK`."""
+    """``text`` with each run of tokens not ``kept`` replaced by one :data:`MASK` (the
+    spaces between the run's words stay, as the model was trained)."""
     out: list[str] = []
     last, masking = 0, False
     for token, keep in zip(toks, kept, strict=True):
