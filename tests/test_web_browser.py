@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,10 @@ if not (Path(CHROMEDRIVER).exists() and shutil.which("chromium")):
         allow_module_level=True,
     )
 
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
@@ -95,11 +99,30 @@ def wait_for(driver: WebDriver, css: str, *, text: str | None = None) -> WebElem
     return wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
 
 
+def gone(element: WebElement) -> Callable[[WebDriver], bool]:
+    """A wait condition: ``element``'s page has been replaced. Chromium says so either as a
+    stale element or, when the check lands mid-navigation, as "does not belong to the
+    document" (a plain WebDriverException that ``ec.staleness_of`` lets through)."""
+
+    def check(_: WebDriver) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+        return False
+
+    return check
+
+
 def click(driver: WebDriver, label: str) -> None:
     """Press the button labelled ``label`` and wait for the next page."""
     button = driver.find_element(By.XPATH, f"//button[normalize-space()='{label}']")
     button.click()
-    WebDriverWait(driver, 10).until(ec.staleness_of(button))
+    WebDriverWait(driver, 10).until(gone(button))
 
 
 def test_search_shows_what_the_palace_finds_with_score_parts(driver: WebDriver, site: Site) -> None:
