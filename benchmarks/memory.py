@@ -90,7 +90,7 @@ import numpy as np
 from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segments
 from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
 from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
-from palace_retrievers import Palace, pair_model, remembering, wording
+from palace_retrievers import Palace, pair_model, pair_reader, remembering, wording
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.memory_match import compare
@@ -119,7 +119,13 @@ SETS = {
     "held-out 14 (seen)": "memory_pairs_heldout14.jsonl",
     "train 5 (trained on)": "memory_pairs_train5.jsonl",
     "train 6 (trained on)": "memory_pairs_train6.jsonl",
-    "held-out 15 (blind)": "memory_pairs_heldout15.jsonl",
+    "held-out 15 (seen)": "memory_pairs_heldout15.jsonl",
+    "train 7 (trained on)": "memory_pairs_train7.jsonl",
+    "train 8 (trained on)": "memory_pairs_train8.jsonl",
+    "train 9 (trained on)": "memory_pairs_train9.jsonl",
+    "train 10 (trained on)": "memory_pairs_train10.jsonl",
+    "held-out 16 (blind)": "memory_pairs_heldout16.jsonl",
+    "held-out 17 (blind)": "memory_pairs_heldout17.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -148,6 +154,23 @@ def similarities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[float
 def model_probabilities(model: Embedder, pairs: Sequence[dict[str, str]]) -> list[dict[str, float]]:
     """The pair model's probabilities for each pair (the palace's embedder, batched)."""
     return pair_model.judge_many([(p["old"], p["new"]) for p in pairs], model.embed_documents)
+
+
+def reader_probabilities(pairs: Sequence[dict[str, str]]) -> list[dict[str, float]]:
+    """The shipped pair reader's probabilities for each pair (64 pairs a forward pass)."""
+    asked = [(p["old"], p["new"]) for p in pairs]
+    reader = pair_reader.reader()
+    return [
+        row for i in range(0, len(asked), 64) for row in reader.probabilities(asked[i : i + 64])
+    ]
+
+
+def mean(*opinions: Sequence[dict[str, float]]) -> list[dict[str, float]]:
+    """The opinions' probabilities averaged pair by pair, as remembering averages them."""
+    return [
+        {label: sum(o[label] for o in row) / len(row) for label in pair_model.LABELS}
+        for row in zip(*opinions, strict=True)
+    ]
 
 
 def with_model(verdict: str, probabilities: dict[str, float], threshold: float) -> str:
@@ -224,9 +247,17 @@ def run_pairs(model: Embedder) -> None:
             "compare()": lambda p, s: compare(p["old"], p["new"], similarity=s).verdict,
         }
         learned = model_probabilities(model, pairs)
+        read = reader_probabilities(pairs)
         threshold = MemoryConfig().pair_model_threshold
-        by_pair = {id(p): f for p, f in zip(pairs, learned, strict=True)}
+        by_model = {id(p): f for p, f in zip(pairs, learned, strict=True)}
+        by_reader = {id(p): f for p, f in zip(pairs, read, strict=True)}
+        by_pair = {id(p): f for p, f in zip(pairs, mean(learned, read), strict=True)}
         deciders[f"compare(), then the pair model ({threshold})"] = (
+            lambda p, s, f=by_model, t=threshold: with_model(
+                compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
+            )
+        )
+        deciders[f"compare(), then the pair model and the reader ({threshold})"] = (
             lambda p, s, f=by_pair, t=threshold: with_model(
                 compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
             )
@@ -242,7 +273,10 @@ def run_pairs(model: Embedder) -> None:
             return with_model(match.verdict, f[id(p)], t)
 
         deciders[f"as the palace decides (pairs at cosine >= {near} only)"] = as_the_palace
-        deciders[f"the pair model alone ({threshold})"] = lambda p, s, f=by_pair, t=threshold: (
+        deciders[f"the pair model alone ({threshold})"] = lambda p, s, f=by_model, t=threshold: (
+            with_model("new", f[id(p)], t)
+        )
+        deciders[f"the pair reader alone ({threshold})"] = lambda p, s, f=by_reader, t=threshold: (
             with_model("new", f[id(p)], t)
         )
         for name, decide in deciders.items():

