@@ -27,10 +27,12 @@ looked at) and ``…_heldout10`` (42 pairs, written before its fourth round, run
 after it; its one false update was then fixed), and three sets written by testers who never
 saw the rules: ``…_heldout11`` (130 pairs, blind at its first run, then trained on),
 ``…_train2`` (220, trained on) and ``…_heldout12`` (130, topics train 2 lacks, left out of
-the pair model's training). Two more deciders: ``compare()`` then the pair model
-(:mod:`palace_retrievers.pair_model`) when compare() says new, the same as the palace
-reaches it (a pair only if its cosine reaches ``memory.candidate_similarity`` or both texts
-share a slot), and the model alone.
+the pair model's training), then more by such testers (benchmarks/README.md lists them;
+held-out 16–19 are trained on by neither learned judge). More deciders: ``compare()`` then
+the pair model (:mod:`palace_retrievers.pair_model`) when compare() says new; ``compare()``
+then the pair model and the pair reader (:mod:`palace_retrievers.pair_reader`) averaged, as
+remembering weighs them in; the same as the palace reaches it (a pair only if its cosine
+reaches ``memory.candidate_similarity`` or both texts share a slot); and each judge alone.
 
 **life** — a scripted life of ``--sessions`` sessions (two days apart, from 2025-01-01;
 ``--seed`` fixes everything) in which nine facts change three or four times each (city,
@@ -124,8 +126,14 @@ SETS = {
     "train 8 (trained on)": "memory_pairs_train8.jsonl",
     "train 9 (trained on)": "memory_pairs_train9.jsonl",
     "train 10 (trained on)": "memory_pairs_train10.jsonl",
-    "held-out 16 (blind)": "memory_pairs_heldout16.jsonl",
-    "held-out 17 (blind)": "memory_pairs_heldout17.jsonl",
+    "held-out 16 (not trained on)": "memory_pairs_heldout16.jsonl",
+    "held-out 17 (not trained on)": "memory_pairs_heldout17.jsonl",
+    "train 11 (trained on)": "memory_pairs_train11.jsonl",
+    "train 12 (trained on)": "memory_pairs_train12.jsonl",
+    "train 13 (trained on)": "memory_pairs_train13.jsonl",
+    "train 14 (trained on)": "memory_pairs_train14.jsonl",
+    "held-out 18 (not trained on)": "memory_pairs_heldout18.jsonl",
+    "held-out 19 (not trained on)": "memory_pairs_heldout19.jsonl",
 }
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -48,7 +48,7 @@ from palace_retrievers import pair_model, pair_reader
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory_match import compare
 
-BLIND = ("memory_pairs_heldout16.jsonl", "memory_pairs_heldout17.jsonl")
+BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19))
 LABELS = pair_model.LABELS
 TARGETS = (
     "attention.self.query",
