@@ -111,6 +111,10 @@ def memory_id(*, user_id: str | None, text: str, at: datetime, attempt: int = 0)
     return "m_" + digest(*parts)
 
 
+Judged = dict[tuple[str, str], dict[str, float]]
+"""The learned judges' averaged probabilities, by (old text, new text)."""
+
+
 class Remembering(MemoryKeeping):
     """The memory lifecycle of one palace.
 
@@ -201,9 +205,15 @@ class Remembering(MemoryKeeping):
         slot = _slot(match, text)
         if vector is None:
             vector = self._embed([text])[0]
+        judged: Judged = {}
+        if match is not None and self._config.pair_model:
+            # The learned judges read the likely pairs before the writer lock is taken, so
+            # other writers do not wait for the embedder and the reader; under the lock
+            # the candidates are read again and only pairs new since then are judged.
+            self._verdicts(match, text, slot, vector, user_id, judged)
         with self._writing("remember"):
             self._claim_model()
-            verdicts = self._verdicts(match, text, slot, vector, user_id)
+            verdicts = self._verdicts(match, text, slot, vector, user_id, judged)
             duplicate = next((m for m, v, _ in verdicts if v == "duplicate"), None)
             if duplicate is not None:
                 sim = next(s for m, _, s in verdicts if m is duplicate)
@@ -243,8 +253,10 @@ class Remembering(MemoryKeeping):
         slot: str | None,
         vector: npt.NDArray[np.float32],
         user_id: str | None,
+        judged: Judged,
     ) -> list[tuple[Memory, str, float]]:
-        """Each current memory near ``text`` (or in its slot), with the verdict on it."""
+        """Each current memory near ``text`` (or in its slot), with the verdict on it
+        (``judged``: the learned judges' opinions so far, by pair; added to)."""
         near = self._near(vector, user_id)
         sims = {m.id: s for m, s in near}
         candidates = {m.id: m for m, _ in near}
@@ -263,7 +275,7 @@ class Remembering(MemoryKeeping):
             sim = sims[memory_id_]
             out.append((old, self._verdict(match, old, text, sim), sim))
         if match is not None and self._config.pair_model:
-            out = self._weigh_in(text, out)
+            out = self._weigh_in(text, out, judged)
         out.sort(key=lambda item: (-item[2], item[0].id))
         return out
 
@@ -322,18 +334,33 @@ class Remembering(MemoryKeeping):
         return "update" if sim >= cfg.supersede_similarity else "new"
 
     def _weigh_in(
-        self, text: str, verdicts: list[tuple[Memory, str, float]]
+        self, text: str, verdicts: list[tuple[Memory, str, float]], judged: Judged
     ) -> list[tuple[Memory, str, float]]:
         """The structural verdicts with the learned judges weighed in
         (:func:`pair_model.combine`), unless one pair is a duplicate already: the pair
         model (one embedder call for all the pairs) and, with ``memory.pair_reader``, the
-        pair reader (one forward pass), their probabilities averaged.
-
-        It runs under the writer lock (the candidates are read there): up to six short
-        texts a candidate are embedded, and the pairs read, while other writers wait."""
+        pair reader (one forward pass), their probabilities averaged. Pairs in ``judged``
+        are not asked again; the others are added to it."""
         cfg = self._config
         if not verdicts or any(verdict == "duplicate" for _, verdict, _ in verdicts):
             return verdicts  # a repeat already: nothing is filed, whatever the rest says
+        pairs = list(dict.fromkeys((old.text, text) for old, _, _ in verdicts))
+        asked = [pair for pair in pairs if pair not in judged]
+        if asked and not self._judge(asked, judged):
+            return verdicts
+        out = []
+        for old, verdict, sim in verdicts:
+            probabilities = judged[(old.text, text)]
+            combined = pair_model.combine(
+                verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
+            )
+            out.append((old, combined, sim))
+        return out
+
+    def _judge(self, pairs: list[tuple[str, str]], judged: Judged) -> bool:
+        """Ask the learned judges about ``pairs`` into ``judged``: False when they are not
+        asked (trained on another embedder) or fail."""
+        cfg = self._config
         try:
             trained_for = {pair_model.model().embedder}
             if cfg.pair_reader:
@@ -346,25 +373,19 @@ class Remembering(MemoryKeeping):
                         self._model,
                     )
                     self._warned_pair_model = True
-                return verdicts
-            pairs = [(old.text, text) for old, _, _ in verdicts]
+                return False
             opinions = [pair_model.judge_many(pairs, self._embed)]
             if cfg.pair_reader:
                 opinions.append(pair_reader.reader().probabilities(pairs))
         except Exception as exc:  # signal, not gate: the structural verdicts stand
             log.warning("the learned pair judges failed (%s: %s)", type(exc).__name__, exc)
-            return verdicts
-        out = []
-        for k, (old, verdict, sim) in enumerate(verdicts):
-            probabilities = {
+            return False
+        for k, pair in enumerate(pairs):
+            judged[pair] = {
                 label: sum(o[k][label] for o in opinions) / len(opinions)
                 for label in pair_model.LABELS
             }
-            combined = pair_model.combine(
-                verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
-            )
-            out.append((old, combined, sim))
-        return out
+        return True
 
     def _free_id(self, user_id: str | None, text: str, at: datetime) -> str:
         for attempt in range(100):

@@ -10,7 +10,8 @@ two learned opinions replaced by fixed ones where the test is about the averagin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,35 @@ def test_a_failing_reader_leaves_the_structural_verdict(
     palace.remember(OLD, user_id="u1")
     assert palace.remember(NEW, user_id="u1").action == "added"
     assert "the learned pair judges failed" in caplog.text
+
+
+def test_the_judges_read_the_pairs_before_the_writer_lock_and_only_once(
+    open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    palace = open_palace(tmp_path / "p", fake=False)  # real MiniLM
+    remembering = palace._remembering
+    held: list[bool] = [False]
+    writing = remembering._writing
+
+    @contextmanager
+    def watched(what: str) -> Iterator[None]:
+        with writing(what):
+            held[0] = True
+            try:
+                yield
+            finally:
+                held[0] = False
+
+    monkeypatch.setattr(remembering, "_writing", watched)
+    fixed = Fixed({"duplicate": 0.0, "new": 0.0, "update": 1.0})
+    under_lock: list[bool] = []
+
+    def reader() -> Fixed:
+        under_lock.append(held[0])
+        return fixed
+
+    monkeypatch.setattr(pair_reader, "reader", reader)
+    palace.remember(OLD, user_id="u1")
+    assert palace.remember(NEW, user_id="u1").action == "updated"
+    assert fixed.asked == [(OLD, NEW)]  # judged once, before the lock; reused under it
+    assert under_lock == [False]
