@@ -106,11 +106,17 @@ def export_records(palace: Palace, *, user_id: str | None = EVERYONE) -> Iterato
                 yield {"type": "drawer", **drawer.as_dict()}
     for owner in owners:
         memories = palace.ledger.list_memories(user_id=owner or None, statuses=None, limit=None)
-        for memory in sorted(memories, key=lambda m: (m.created_at, m.id)):
-            history = [e.as_dict() for e in palace.ledger.memory_history(memory.id)]
-            yield {"type": "memory", **memory.as_dict(), "history": history}
-        for memory_id in orphans.get(owner, []):
-            events = [e.as_dict() for e in palace.ledger.memory_history(memory_id)]
+        ordered = sorted(memories, key=lambda m: (m.created_at, m.id))
+        for start in range(0, len(ordered), 500):  # their histories, one read per 500
+            chunk = ordered[start : start + 500]
+            histories = palace.ledger.memory_histories([m.id for m in chunk])
+            for memory in chunk:
+                history = [e.as_dict() for e in histories.get(memory.id, [])]
+                yield {"type": "memory", **memory.as_dict(), "history": history}
+        gone = orphans.get(owner, [])
+        histories = palace.ledger.memory_histories(gone)
+        for memory_id in gone:
+            events = [e.as_dict() for e in histories.get(memory_id, [])]
             yield {"type": "history", "memory_id": memory_id, "events": events}
     for owner in owners:
         seen: set[str] = set()
@@ -419,8 +425,10 @@ class _Importer:
         kept = ledger.memory_vectors(list(existing)) if same_model else {}
         write: list[Memory] = []
         events: list[MemoryEvent] = []
+        histories = ledger.memory_histories([m.id for m, _ in batch])
         for memory, history in batch:
-            new_events = self._events(memory.id, history)
+            had = {_event_key(e) for e in histories.get(memory.id, [])}
+            new_events = [e for e in history if _event_key(e) not in had]
             old = existing.get(memory.id)
             if old is not None and old.as_dict() == memory.as_dict() and not new_events:
                 self.report.unchanged += 1
