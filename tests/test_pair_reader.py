@@ -83,6 +83,43 @@ def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -
     assert plain[0]["update"] != pytest.approx(got[0]["update"], abs=1e-4)
 
 
+def test_characters_the_vocabulary_lacks_are_read_as_spare_tokens() -> None:
+    _, tokenizer = pair_reader.base_model(pair_reader.base_weights(), 3)
+    spare = pair_reader.spare_ids(tokenizer)
+    assert len(spare) == 994
+    pairs = [("宽带用的是电信", "宽带改用联通")]
+    plain = pair_reader.encode(tokenizer, pairs, 64, [])["input_ids"][0].tolist()
+    read = pair_reader.encode(tokenizer, pairs, 64, spare)["input_ids"][0].tolist()
+    unk = tokenizer.unk_token_id
+    assert unk in plain
+    assert unk not in read
+    # Known tokens stay; each [UNK] became a spare token.
+    for a, b in zip(plain, read, strict=True):
+        assert b == a if a != unk else b in spare
+    # The same character reads the same in both texts ("宽" and "带" open both), and
+    # different ones differently ("电信" / "联通").
+    first, second = read[1:8], read[9:15]
+    assert first[:2] == second[:2]
+    assert len({*first[5:7], *second[4:6]}) == 4
+
+
+def test_a_reader_with_spare_tokens_ships_their_embeddings(tmp_path: Path) -> None:
+    _, tokenizer = pair_reader.base_model(pair_reader.base_weights(), 3)
+    spare = pair_reader.spare_ids(tokenizer)
+    generator = torch.Generator().manual_seed(3)
+    rows = torch.randn(len(spare), 384, generator=generator)
+    with_spare = write(
+        tmp_path / "spare.safetensors", {**head(2), pair_reader.SPARE_WEIGHT: rows}, spare="crc32"
+    )
+    without = write(tmp_path / "plain.safetensors", head(2))
+    pairs = [("我家的宽带用的是电信", "家里宽带已经改用联通")]
+    got = pair_reader.Reader(with_spare, pair_reader.base_weights()).probabilities(pairs)
+    plain = pair_reader.Reader(without, pair_reader.base_weights()).probabilities(pairs)
+    assert pair_reader.info(with_spare).spare
+    assert not pair_reader.info(without).spare
+    assert got[0]["update"] != pytest.approx(plain[0]["update"], abs=1e-4)
+
+
 def test_the_metadata_names_base_labels_and_length(tmp_path: Path) -> None:
     shipped = pair_reader.info()
     assert shipped.base == BASE
@@ -90,6 +127,15 @@ def test_the_metadata_names_base_labels_and_length(tmp_path: Path) -> None:
     assert shipped.max_length > 0
     assert shipped.scale > 0
     assert pair_reader.info(write(tmp_path / "r.safetensors", head(0))).max_length == 64
+
+
+def test_the_shipped_reader_was_not_trained_on_the_held_out_sets() -> None:
+    from safetensors import safe_open
+
+    with safe_open(str(pair_reader.READER_FILE), framework="numpy") as stream:
+        trained_on = set((stream.metadata() or {})["trained_on"].split(","))
+    assert "memory_pairs.jsonl" in trained_on
+    assert not {f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19)} & trained_on
 
 
 def test_a_damaged_or_foreign_file_is_a_config_error(tmp_path: Path) -> None:
@@ -108,8 +154,16 @@ def test_a_damaged_or_foreign_file_is_a_config_error(tmp_path: Path) -> None:
 #: Pairs written for this test, in no benchmark set, with the label a careful reader gives.
 OBVIOUS = [
     ("My dentist is Dr. Okafor in Leeds", "I switched dentists, I see Dr. Brennan now", "update"),
-    ("我家的狗叫豆豆", "我们家那条狗名字叫豆豆", "duplicate"),
     ("The book club meets on Thursdays", "My wife's book club meets on Thursdays too", "new"),
+]
+#: Rewordings of one fact. The reader alone is weak on short Chinese duplicates: it gives
+#: "我家的狗叫豆豆" / "我们家那条狗名字叫豆豆" new 0.53, duplicate 0.44 (even the text
+#: against itself: 0.55 / 0.44), which files a second copy; what it must never do is take
+#: one for an update, which would supersede the fact with itself.
+DUPLICATES = [
+    ("我家的狗叫豆豆", "我们家那条狗名字叫豆豆"),
+    ("My sister's name is Ana", "Ana is the name of my sister"),
+    ("每周三下午练瑜伽", "瑜伽课是每个星期三下午"),
 ]
 
 
@@ -118,6 +172,13 @@ def test_the_shipped_reader_reads_obvious_pairs(old: str, new: str, label: str) 
     (probabilities,) = pair_reader.reader().probabilities([(old, new)])
     assert max(probabilities, key=lambda k: probabilities[k]) == label
     assert sum(probabilities.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("old", "new"), DUPLICATES)
+def test_the_shipped_reader_never_takes_a_rewording_for_an_update(old: str, new: str) -> None:
+    (probabilities,) = pair_reader.reader().probabilities([(old, new)])
+    assert probabilities["update"] < 0.2
+    assert probabilities["duplicate"] > probabilities["update"]
 
 
 # -- how remembering weighs it in ----------------------------------------------------------
