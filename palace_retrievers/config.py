@@ -310,13 +310,16 @@ class MemoryConfig:
     )
     pair_model_threshold: float = field(
         default=0.6,
-        metadata=_doc("probability the pair model needs to call a pair an update or duplicate"),
+        metadata=_doc(
+            "probability the learned judges (pair model and reader, averaged) need to call "
+            "a pair an update or duplicate"
+        ),
     )
     pair_model_veto: float = field(
         default=0.8,
         metadata=_doc(
-            "probability of 'new' at which the pair model overrules the structural matcher's "
-            "update (1 never)"
+            "probability of 'new' at which the learned judges overrule the structural "
+            "matcher's update (1 never)"
         ),
     )
     candidate_similarity: float = field(
