@@ -164,10 +164,13 @@ def model_probabilities(model: Embedder, pairs: Sequence[dict[str, str]]) -> lis
     return pair_model.judge_many([(p["old"], p["new"]) for p in pairs], model.embed_documents)
 
 
-def reader_probabilities(pairs: Sequence[dict[str, str]]) -> list[dict[str, float]]:
-    """The shipped pair reader's probabilities for each pair (64 pairs a forward pass)."""
+def reader_probabilities(
+    pairs: Sequence[dict[str, str]], reader: pair_reader.Reader | None = None
+) -> list[dict[str, float]]:
+    """A pair reader's probabilities for each pair (64 pairs a forward pass); the
+    shipped reader unless ``reader`` is given."""
     asked = [(p["old"], p["new"]) for p in pairs]
-    reader = pair_reader.reader()
+    reader = reader or pair_reader.reader()
     return [
         row for i in range(0, len(asked), 64) for row in reader.probabilities(asked[i : i + 64])
     ]

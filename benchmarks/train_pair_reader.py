@@ -44,7 +44,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory import SETS, embedder, load_pairs, model_probabilities, score, similarities
+from memory import (
+    SETS,
+    embedder,
+    load_pairs,
+    mean,
+    model_probabilities,
+    reader_probabilities,
+    score,
+    similarities,
+)
 
 from palace_retrievers import pair_model, pair_reader
 from palace_retrievers.config import MemoryConfig
@@ -251,9 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model, tokenizer = train(pairs, args.epochs, args.lr, args.rank, args.seed)
     save(model, tokenizer, args.out, args.rank, names)
     reader = pair_reader.Reader(args.out, pair_reader.base_weights())
-    asked = [(p["old"], p["new"]) for p in test]
-    read = [reader.probabilities(asked[i : i + 64]) for i in range(0, len(asked), 64)]
-    shipped = [row for chunk in read for row in chunk]
+    shipped = reader_probabilities(test, reader)
     got = np.array([[row[label] for label in LABELS] for row in shipped])
     expected = np.vstack(
         [trained_probabilities(model, tokenizer, test[i : i + 64]) for i in range(0, len(test), 64)]
@@ -270,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p, s in zip(test, sims, strict=True)
     ]
     learned = model_probabilities(vectors, test)
-    mean = [{k: (a[k] + b[k]) / 2 for k in LABELS} for a, b in zip(shipped, learned, strict=True)]
+    both = mean(shipped, learned)
     truth = [p["label"] for p in test]
     print(
         f"\n{', '.join(measured)} ({len(test)} pairs):\n\n"
@@ -285,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             (rules, shipped, "update"),
             (rules, shipped, "duplicate"),
             (rules, learned, "update"),
-            (rules, mean, "update"),
+            (rules, both, "update"),
         ):
             decided = [
                 pair_model.combine(v, p, threshold, VETO)
