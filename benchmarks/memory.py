@@ -134,7 +134,17 @@ SETS = {
     "train 14 (trained on)": "memory_pairs_train14.jsonl",
     "held-out 18 (not trained on)": "memory_pairs_heldout18.jsonl",
     "held-out 19 (not trained on)": "memory_pairs_heldout19.jsonl",
+    "train 15 (trained on)": "memory_pairs_train15.jsonl",
+    "train 16 (trained on)": "memory_pairs_train16.jsonl",
+    "train 17 (trained on)": "memory_pairs_train17.jsonl",
+    "held-out 20 (not trained on)": "memory_pairs_heldout20.jsonl",
+    "held-out 21 (not trained on)": "memory_pairs_heldout21.jsonl",
+    "held-out 22 (not trained on)": "memory_pairs_heldout22.jsonl",
+    "held-out 23 (not trained on)": "memory_pairs_heldout23.jsonl",
 }
+BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in range(16, 24))
+"""The sets neither learned judge is trained on: held-out 16–19 chose the judges' thresholds
+(benchmarks/README.md), held-out 20–23 were first run after everything was frozen."""
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
 
@@ -184,10 +194,17 @@ def mean(*opinions: Sequence[dict[str, float]]) -> list[dict[str, float]]:
     ]
 
 
-def with_model(verdict: str, probabilities: dict[str, float], threshold: float) -> str:
-    """compare()'s verdict with the pair model weighed in, as remembering does."""
-    veto = MemoryConfig().pair_model_veto
-    return pair_model.combine(verdict, probabilities, threshold, veto)
+def with_model(verdict: str, probabilities: dict[str, float]) -> str:
+    """compare()'s verdict with the learned judges weighed in, as remembering does (the
+    default thresholds and veto)."""
+    cfg = MemoryConfig()
+    return pair_model.combine(
+        verdict,
+        probabilities,
+        cfg.pair_model_threshold,
+        cfg.pair_model_veto,
+        cfg.pair_model_duplicate_threshold,
+    )
 
 
 def by_thresholds(sim: float, duplicate: float, supersede: float) -> str:
@@ -259,36 +276,35 @@ def run_pairs(model: Embedder) -> None:
         }
         learned = model_probabilities(model, pairs)
         read = reader_probabilities(pairs)
-        threshold = MemoryConfig().pair_model_threshold
+        cfg = MemoryConfig()
+        threshold = f"{cfg.pair_model_threshold}/{cfg.pair_model_duplicate_threshold}"
         by_model = {id(p): f for p, f in zip(pairs, learned, strict=True)}
         by_reader = {id(p): f for p, f in zip(pairs, read, strict=True)}
         by_pair = {id(p): f for p, f in zip(pairs, mean(learned, read), strict=True)}
-        deciders[f"compare(), then the pair model ({threshold})"] = (
-            lambda p, s, f=by_model, t=threshold: with_model(
-                compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
-            )
+        deciders[f"compare(), then the pair model ({threshold})"] = lambda p, s, f=by_model: (
+            with_model(compare(p["old"], p["new"], similarity=s).verdict, f[id(p)])
         )
         deciders[f"compare(), then the pair model and the reader ({threshold})"] = (
-            lambda p, s, f=by_pair, t=threshold: with_model(
-                compare(p["old"], p["new"], similarity=s).verdict, f[id(p)], t
+            lambda p, s, f=by_pair: with_model(
+                compare(p["old"], p["new"], similarity=s).verdict, f[id(p)]
             )
         )
-        near = MemoryConfig().candidate_similarity
+        near = cfg.candidate_similarity
 
-        def as_the_palace(p: dict[str, str], s: float, f=by_pair, t=threshold, c=near) -> str:
+        def as_the_palace(p: dict[str, str], s: float, f=by_pair, c=near) -> str:
             """Remembering compares a pair only when its cosine reaches c or the matcher
             files both on one slot (then it finds the old one by its slot)."""
             match = compare(p["old"], p["new"], similarity=s)
             if s < c and match.slot is None:
                 return "new"
-            return with_model(match.verdict, f[id(p)], t)
+            return with_model(match.verdict, f[id(p)])
 
         deciders[f"as the palace decides (pairs at cosine >= {near} only)"] = as_the_palace
-        deciders[f"the pair model alone ({threshold})"] = lambda p, s, f=by_model, t=threshold: (
-            with_model("new", f[id(p)], t)
+        deciders[f"the pair model alone ({threshold})"] = lambda p, s, f=by_model: with_model(
+            "new", f[id(p)]
         )
-        deciders[f"the pair reader alone ({threshold})"] = lambda p, s, f=by_reader, t=threshold: (
-            with_model("new", f[id(p)], t)
+        deciders[f"the pair reader alone ({threshold})"] = lambda p, s, f=by_reader: with_model(
+            "new", f[id(p)]
         )
         for name, decide in deciders.items():
             got = [decide(p, s) for p, s in zip(pairs, sims, strict=True)]

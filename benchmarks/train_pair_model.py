@@ -37,13 +37,12 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory import SETS, embedder, load_pairs, score
+from memory import BLIND, SETS, embedder, load_pairs, score
 
 from palace_retrievers import pair_estimators, pair_model
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory_match import compare
 
-BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19))
 TRAIN = tuple(name for name in SETS.values() if name not in BLIND)
 TREES, DEPTH, SEED = 100, 6, 0
 C = 0.02  # the logistic regression's inverse regularisation

@@ -45,6 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory import (
+    BLIND,
     SETS,
     embedder,
     load_pairs,
@@ -59,7 +60,6 @@ from palace_retrievers import pair_model, pair_reader
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory_match import compare
 
-BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19))
 LABELS = pair_model.LABELS
 TARGETS = (
     "attention.self.query",

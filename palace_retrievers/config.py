@@ -312,14 +312,21 @@ class MemoryConfig:
         default=0.6,
         metadata=_doc(
             "probability the learned judges (pair model and reader, averaged) need to call "
-            "a pair an update or duplicate"
+            "a pair the structural matcher calls new an update"
+        ),
+    )
+    pair_model_duplicate_threshold: float = field(
+        default=0.6,
+        metadata=_doc(
+            "probability the learned judges need to call a pair the structural matcher "
+            "calls new a duplicate"
         ),
     )
     pair_model_veto: float = field(
         default=0.8,
         metadata=_doc(
-            "probability of 'new' at which the learned judges overrule the structural "
-            "matcher's update (1 never)"
+            "probability of 'not an update' (new or duplicate) at which the learned judges "
+            "overrule the structural matcher's update (1 never)"
         ),
     )
     candidate_similarity: float = field(
@@ -403,6 +410,7 @@ class MemoryConfig:
             "supersede_similarity",
             "candidate_similarity",
             "pair_model_threshold",
+            "pair_model_duplicate_threshold",
             "pair_model_veto",
             "relevance_weight",
             "importance_weight",

@@ -30,9 +30,10 @@ JSON); a palace that embeds with another model is not given its opinion (remembe
 checks), since its features would mean something else.
 
 :func:`combine` weighs it in: a pair the structural matcher calls *new* takes the model's
-*update* or *duplicate* when it is at least ``memory.pair_model_threshold`` sure, and a
-structural *update* the model calls *new* with at least ``memory.pair_model_veto`` is new. The
-measured effect is in benchmarks/README.md ("Memories").
+*update* when it is at least ``memory.pair_model_threshold`` sure, or its *duplicate* at
+``memory.pair_model_duplicate_threshold``, and a structural *update* the model calls
+something else with at least ``memory.pair_model_veto`` becomes that. The measured effect
+is in benchmarks/README.md ("Memories").
 """
 
 from __future__ import annotations
@@ -271,17 +272,33 @@ def judge(old: str, new: str, embed: Embed) -> dict[str, float]:
     return judge_many([(old, new)], embed)[0]
 
 
-def combine(verdict: str, probabilities: Mapping[str, float], threshold: float, veto: float) -> str:
-    """The structural matcher's ``verdict`` with the model's ``probabilities`` weighed in.
+def combine(
+    verdict: str,
+    probabilities: Mapping[str, float],
+    threshold: float,
+    veto: float,
+    duplicate_threshold: float | None = None,
+) -> str:
+    """The structural matcher's ``verdict`` with the learned judges' ``probabilities``
+    weighed in.
 
-    A *new* becomes the model's *update* or *duplicate* when it gives that at least
-    ``threshold``; an *update* becomes *new* when the model gives *new* at least ``veto``
-    (the rules' updates on phrasings they were not written for are the less precise half);
-    anything else stands.
+    A *new* becomes an *update* when the judges give it at least ``threshold`` (and no less
+    than a duplicate), or a *duplicate* when they give that at least
+    ``duplicate_threshold`` (``threshold`` when ``None``) and more than an update. An
+    *update* the judges call anything else with at least ``veto`` (their probability of
+    update at most ``1 - veto``) becomes the likelier of *new* and *duplicate*: the rules'
+    updates on phrasings they were not written for are the less precise half. Anything
+    else stands.
     """
+    if duplicate_threshold is None:
+        duplicate_threshold = threshold
+    update, duplicate = probabilities["update"], probabilities["duplicate"]
     if verdict == "new":
-        label = max(("update", "duplicate"), key=lambda k: probabilities[k])
-        return label if probabilities[label] >= threshold else "new"
-    if verdict == "update" and probabilities["new"] >= veto:
+        if update >= threshold and update >= duplicate:
+            return "update"
+        if duplicate >= duplicate_threshold and duplicate > update:
+            return "duplicate"
         return "new"
+    if verdict == "update" and 1.0 - update >= veto:
+        return "duplicate" if duplicate > probabilities["new"] else "new"
     return verdict

@@ -18,9 +18,9 @@ probabilities of each verdict, averaged: the pair model
 (:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which reads the two texts
 through their embeddings, and the pair reader (:mod:`palace_retrievers.pair_reader`,
 ``memory.pair_reader``), a cross-encoder that reads them together. A pair the matcher
-calls new becomes an update or a duplicate when they are at least
-``memory.pair_model_threshold`` sure; a structural update they call new with at least
-``memory.pair_model_veto`` is new.
+calls new becomes an update when they are at least ``memory.pair_model_threshold`` sure,
+or a duplicate at ``memory.pair_model_duplicate_threshold``; a structural update they call
+something else (new or duplicate) with at least ``memory.pair_model_veto`` becomes that.
 Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
@@ -352,7 +352,11 @@ class Remembering(MemoryKeeping):
         for old, verdict, sim in verdicts:
             probabilities = judged[(old.text, text)]
             combined = pair_model.combine(
-                verdict, probabilities, cfg.pair_model_threshold, cfg.pair_model_veto
+                verdict,
+                probabilities,
+                cfg.pair_model_threshold,
+                cfg.pair_model_veto,
+                cfg.pair_model_duplicate_threshold,
             )
             out.append((old, combined, sim))
         return out

@@ -257,17 +257,25 @@ def test_the_threshold_is_a_probability() -> None:
     ("verdict", "probabilities", "expected"),
     [
         ("new", {"update": 0.7, "duplicate": 0.1, "new": 0.2}, "update"),
-        ("new", {"update": 0.1, "duplicate": 0.66, "new": 0.24}, "duplicate"),
+        ("new", {"update": 0.1, "duplicate": 0.66, "new": 0.24}, "new"),  # below 0.7
+        ("new", {"update": 0.1, "duplicate": 0.72, "new": 0.18}, "duplicate"),
         ("new", {"update": 0.6, "duplicate": 0.0, "new": 0.4}, "new"),  # below the threshold
         ("update", {"update": 0.1, "duplicate": 0.05, "new": 0.85}, "new"),  # vetoed
-        ("update", {"update": 0.2, "duplicate": 0.1, "new": 0.7}, "update"),  # below the veto
+        ("update", {"update": 0.15, "duplicate": 0.6, "new": 0.25}, "duplicate"),  # vetoed
+        ("update", {"update": 0.25, "duplicate": 0.05, "new": 0.7}, "update"),  # below the veto
         ("duplicate", {"update": 0.9, "duplicate": 0.0, "new": 0.1}, "duplicate"),  # stands
     ],
 )
-def test_combine_weighs_the_forest_into_the_structural_verdict(
+def test_combine_weighs_the_judges_into_the_structural_verdict(
     verdict: str, probabilities: dict[str, float], expected: str
 ) -> None:
-    assert pair_model.combine(verdict, probabilities, threshold=0.65, veto=0.8) == expected
+    assert pair_model.combine(verdict, probabilities, 0.65, 0.8, 0.7) == expected
+
+
+def test_combine_reads_one_threshold_for_both_verdicts_when_given_one() -> None:
+    duplicate = {"update": 0.1, "duplicate": 0.66, "new": 0.24}
+    assert pair_model.combine("new", duplicate, threshold=0.65, veto=0.8) == "duplicate"
+    assert pair_model.combine("new", duplicate, 0.65, 0.8, duplicate_threshold=0.7) == "new"
 
 
 def test_an_added_value_is_told_from_a_replaced_one() -> None:
