@@ -12,12 +12,12 @@ fitted on every training set as JSON to ``palace_retrievers/data/pair_model.json
 (``--out`` to write elsewhere, ``--dry-run`` to write nothing) and checks that the JSON
 reader agrees with scikit-learn.
 
-The sets named in :data:`BLIND` (held-out 16–19) are never trained on: they measure the
-model on phrasings and slots nobody tuned anything to (``benchmarks/memory.py pairs``).
+The sets named in ``memory.BLIND`` (held-out 16–23) are never trained on: they measure the
+model on phrasings and slots it never saw (``benchmarks/memory.py pairs``).
 
 Usage::
 
-    .venv/bin/python benchmarks/train_pair_model.py            # ~1 min
+    .venv/bin/python benchmarks/train_pair_model.py            # ~8 min
 """
 
 from __future__ import annotations

@@ -10,11 +10,13 @@ trained too (their rows only, no weight decay). Fixed settings: ``--epochs`` 4,
 batch 16, AdamW at ``--lr`` 5e-4 with 10 % warm-up and a linear decay, 96 tokens, seed 0,
 two CPU threads.
 
-It trains on every labelled set of ``benchmarks/data`` but the ``--blind`` ones, writes the
+It trains on every labelled set of ``benchmarks/data`` but the ``--blind`` ones (default
+``memory.BLIND``, held-out 16–23), writes the
 reader to ``--out`` (default ``palace_retrievers/data/pair_reader.safetensors``), loads it
 back the way the palace does (:func:`pair_reader.Reader`: the deltas added to the base
 weights, in half precision) and checks that it answers as the trained model did. Then it
-prints, on the blind sets, update and duplicate precision / recall by threshold for
+prints, on the ``--measure`` sets (default: the blind ones), update and duplicate precision /
+recall by threshold for
 
 - the reader alone;
 - the structural matcher, then the reader (:func:`pair_model.combine`, veto 0.8);
@@ -23,7 +25,7 @@ prints, on the blind sets, update and duplicate precision / recall by threshold 
 
 Usage::
 
-    .venv/bin/python benchmarks/train_pair_reader.py              # ~10 min on 2 cores
+    .venv/bin/python benchmarks/train_pair_reader.py              # ~15 min on 2 cores
     .venv/bin/python benchmarks/train_pair_reader.py --out /tmp/reader.safetensors \\
         --blind memory_pairs_heldout15.jsonl
 """
