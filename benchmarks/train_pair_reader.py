@@ -93,6 +93,31 @@ def low_rank(linear: Any, rank: int) -> Any:
     return LowRank()
 
 
+def spare_rows(words: Any, spare: Sequence[int]) -> Any:
+    """The embedding ``words`` with the ``spare`` tokens' rows apart, trainable: the gradient
+    and the optimiser's state cover those rows only (not the whole 30,522 × 384 matrix).
+    :func:`train` writes them back into ``words`` when it is done."""
+    import torch
+
+    class SpareRows(torch.nn.Module):
+        where: torch.Tensor  # a token id's row in ``rows``, or -1
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.words = words
+            self.rows = torch.nn.Parameter(words.weight[list(spare)].detach().clone())
+            where = torch.full((words.num_embeddings,), -1, dtype=torch.long)
+            where[list(spare)] = torch.arange(len(spare))
+            self.register_buffer("where", where, persistent=False)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            row = self.where[ids]
+            spared = self.rows[row.clamp(min=0)]
+            return torch.where((row >= 0).unsqueeze(-1), spared, self.words(ids))
+
+    return SpareRows()
+
+
 NUMBER = re.compile(r"\d+(?:[.:]\d+)?")
 
 
@@ -152,12 +177,10 @@ def train(
     trainable = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": trainable, "weight_decay": 0.01}]
     spare = pair_reader.spare_ids(tokenizer)
-    words = model.bert.embeddings.word_embeddings.weight
-    words.requires_grad = True  # only the spare tokens' rows learn: the others get no gradient
-    only_spare = torch.zeros(len(words), 1)
-    only_spare[spare] = 1.0
-    words.register_hook(lambda grad: grad * only_spare)
-    groups.append({"params": [words], "weight_decay": 0.0})
+    words = model.bert.embeddings.word_embeddings
+    apart = spare_rows(words, spare)  # only the spare tokens' rows learn
+    model.bert.embeddings.word_embeddings = apart
+    groups.append({"params": [apart.rows], "weight_decay": 0.0})
     steps = epochs * math.ceil(len(pairs) / BATCH)
     optimiser = torch.optim.AdamW(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -186,6 +209,9 @@ def train(
             f"{time.perf_counter() - started:.0f} s",
             flush=True,
         )
+    with torch.no_grad():
+        words.weight[spare] = apart.rows
+    model.bert.embeddings.word_embeddings = words
     model.eval()
     return model, tokenizer
 
