@@ -323,7 +323,7 @@ class MemoryConfig:
         ),
     )
     pair_model_veto: float = field(
-        default=0.8,
+        default=0.7,
         metadata=_doc(
             "probability of 'not an update' (new or duplicate) at which the learned judges "
             "overrule the structural matcher's update (1 never)"
