@@ -155,11 +155,13 @@ def test_a_damaged_or_foreign_file_is_a_config_error(tmp_path: Path) -> None:
 OBVIOUS = [
     ("My dentist is Dr. Okafor in Leeds", "I switched dentists, I see Dr. Brennan now", "update"),
     ("The book club meets on Thursdays", "My wife's book club meets on Thursdays too", "new"),
+    ("我家的狗叫豆豆", "我家的狗叫豆豆", "duplicate"),  # was new 0.55 before train 15–17
 ]
-#: Rewordings of one fact. The reader alone is weak on short Chinese duplicates: it gives
-#: "我家的狗叫豆豆" / "我们家那条狗名字叫豆豆" new 0.53, duplicate 0.44 (even the text
-#: against itself: 0.55 / 0.44), which files a second copy; what it must never do is take
-#: one for an update, which would supersede the fact with itself.
+#: Rewordings of one fact. The reader alone is weaker on short Chinese duplicates: it gives
+#: "我家的狗叫豆豆" / "我们家那条狗名字叫豆豆" duplicate 0.75 (0.44 before it was trained
+#: on train 15–17), but "每周三下午练瑜伽" / "瑜伽课是每个星期三下午" new 0.66, which files a
+#: second copy; what it must never do is take one for an update, which would supersede the
+#: fact with itself.
 DUPLICATES = [
     ("我家的狗叫豆豆", "我们家那条狗名字叫豆豆"),
     ("My sister's name is Ana", "Ana is the name of my sister"),
