@@ -12,7 +12,7 @@ fitted on every training set as JSON to ``palace_retrievers/data/pair_model.json
 (``--out`` to write elsewhere, ``--dry-run`` to write nothing) and checks that the JSON
 reader agrees with scikit-learn.
 
-The sets named in ``memory.BLIND`` (held-out 16–23) are never trained on: they measure the
+The sets named in ``memory.BLIND`` (held-out 16–27) are never trained on: they measure the
 model on phrasings and slots it never saw (``benchmarks/memory.py pairs``).
 
 Usage::

@@ -11,7 +11,7 @@ batch 16, AdamW at ``--lr`` 5e-4 with 10 % warm-up and a linear decay, 96 tokens
 two CPU threads.
 
 It trains on every labelled set of ``benchmarks/data`` but the ``--blind`` ones (default
-``memory.BLIND``, held-out 16–23), writes the
+``memory.BLIND``, held-out 16–27), writes the
 reader to ``--out`` (default ``palace_retrievers/data/pair_reader.safetensors``), loads it
 back the way the palace does (:func:`pair_reader.Reader`: the deltas added to the base
 weights, in half precision) and checks that it answers as the trained model did. Then it
@@ -19,13 +19,13 @@ prints, on the ``--measure`` sets (default: the blind ones), update and duplicat
 recall by threshold for
 
 - the reader alone;
-- the structural matcher, then the reader (:func:`pair_model.combine`, veto 0.8);
+- the structural matcher, then the reader (:func:`pair_model.combine`, the default veto);
 - the structural matcher, then the shipped pair model (:mod:`palace_retrievers.pair_model`);
 - the structural matcher, then the mean of the reader's and the pair model's probabilities.
 
 Usage::
 
-    .venv/bin/python benchmarks/train_pair_reader.py              # ~15 min on 2 cores
+    .venv/bin/python benchmarks/train_pair_reader.py              # ~13 min on 2 cores
     .venv/bin/python benchmarks/train_pair_reader.py --out /tmp/reader.safetensors \\
         --blind memory_pairs_heldout15.jsonl
 """
