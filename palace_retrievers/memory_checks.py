@@ -10,11 +10,12 @@ message that says what is wrong.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.memories import MEMORY_KINDS, MEMORY_STATUSES
+from palace_retrievers.records import Drawer
 
 #: Longest memory text accepted, in characters (a memory is a statement, not a document).
 MAX_MEMORY_CHARS = 10_000
@@ -113,3 +114,32 @@ def check_owner(user_id: object, what: str = "user_id") -> str | None:
     if user_id is not None and not isinstance(user_id, str):
         raise InvalidQueryError(f"{what} must be a string, not {user_id!r}")
     return user_id or None
+
+
+def check_sources(
+    source_ids: Sequence[str],
+    user_id: str | None,
+    get_drawers: Callable[[Sequence[str]], Iterable[Drawer]],
+) -> tuple[str, ...]:
+    """``source_ids`` (as :func:`check_strings` returns them), when every one names a
+    drawer of ``user_id`` (``None``: an unowned drawer), read through ``get_drawers``
+    (the ledger's): a memory never points at drawers its owner may not see.
+
+    Raises:
+        InvalidQueryError: an id names no drawer, or another owner's; the message names
+            the ids and says the same in both cases, so that it tells nobody whether
+            another owner's drawer exists.
+    """
+    ids = tuple(source_ids)
+    if not ids:
+        return ids
+    owner = user_id or None
+    mine = {d.id for d in get_drawers(list(ids)) if (d.user_id or None) == owner}
+    foreign = [i for i in ids if i not in mine]
+    if foreign:
+        whose = f"user {owner!r}" if owner is not None else "no user (unowned drawers)"
+        raise InvalidQueryError(
+            f"source_ids must name drawers of {whose}; no such drawer: "
+            + ", ".join(repr(i) for i in foreign[:10])
+        )
+    return ids

@@ -64,6 +64,7 @@ from palace_retrievers.memory_checks import (
     check_importance,
     check_kind,
     check_owner,
+    check_sources,
     check_status,
     check_strings,
     check_text,
@@ -195,6 +196,7 @@ class Remembering(MemoryKeeping):
         agent_id = check_owner(agent_id, "agent_id")
         session_id = check_owner(session_id, "session_id")
         sources = check_strings(source_ids, "source_ids")
+        sources = check_sources(sources, user_id, self._ledger.get_drawers)
         status = check_status(status, REMEMBER_STATUSES)
         check_status(origin, MEMORY_ORIGINS)
         for name, value in (("wing", wing), ("room", room)):

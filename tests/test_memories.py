@@ -55,6 +55,7 @@ def every_memory(palace: Palace, user_id: str | None = None) -> list[Memory]:
 
 
 def test_remember_adds_a_memory_with_its_fields(palace: Palace) -> None:
+    palace.add_texts(["Alice's allergy card"], ids=["d_1"], user_id="u1")
     done = palace.remember(
         "  Alice is allergic to peanuts ",
         kind="fact",
@@ -402,6 +403,7 @@ def test_gc_policy_is_configurable(open_palace: Callable[..., Palace], tmp_path:
         ({"tags": "health"}, "list of strings"),
         ({"tags": ["ok", ""]}, "non-empty"),
         ({"source_ids": [3]}, "non-empty strings"),
+        ({"source_ids": ["d_nowhere"]}, "no such drawer: 'd_nowhere'"),
         ({"user_id": 7}, "user_id"),
         ({"wing": None}, "wing"),
         ({"now": "yesterday"}, "ISO-8601"),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from palace_retrievers import Palace
-from palace_retrievers.errors import MemoryNotFoundError
+from palace_retrievers.errors import InvalidQueryError, MemoryNotFoundError
 from palace_retrievers.ids import split_source_key
 from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.records import Filter
@@ -203,3 +203,28 @@ def test_forget_needs_a_user(palace: Palace) -> None:
         with pytest.raises(InvalidQueryError):
             palace.forget(user_id=bad)  # type: ignore[arg-type]
     assert len(ids_of(palace, None)) == 1  # unowned records are nobody's to forget
+
+
+def test_a_memory_never_points_at_a_drawer_its_owner_may_not_see(palace: Palace) -> None:
+    """``remember(source_ids=...)`` takes only the owner's own drawers: another user's,
+    an unowned one for a user (or a user's for an unowned memory) and an unknown id are
+    refused alike, naming the id, and nothing is filed."""
+    (bobs,) = palace.add_texts(["Bob's bank details"], user_id="bob")
+    (alices,) = palace.add_texts(["Alice's shopping list"], user_id="alice")
+    (nobodys,) = palace.add_texts(["The office wifi is on floor 2"])
+    before = {user: ids_of(palace, user) for user in (*USERS, "alice")}
+    for sources, user in (
+        ([bobs], "alice"),
+        ([alices, bobs], "alice"),
+        ([nobodys], "alice"),
+        ([alices], None),
+        (["d_no_such_drawer"], "alice"),
+    ):
+        with pytest.raises(InvalidQueryError, match=f"no such drawer: {sources[-1]!r}"):
+            palace.remember("Remember the bank details", source_ids=sources, user_id=user)
+    assert {user: ids_of(palace, user) for user in (*USERS, "alice")} == before
+
+    done = palace.remember("Groceries on Friday", source_ids=[alices], user_id="alice")
+    assert done.memory.source_ids == (alices,)
+    unowned = palace.remember("Wifi upstairs", source_ids=[nobodys])
+    assert unowned.memory.source_ids == (nobodys,)
