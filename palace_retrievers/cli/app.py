@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from palace_retrievers.cli.output import HIDDEN, clean
 from palace_retrievers.errors import PalaceError
 from palace_retrievers.palace import Palace, default_path
 
@@ -26,17 +27,30 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+#: What :func:`emit_json` writes as ``\\uNNNN``: the characters :func:`~.output.clean`
+#: shows as escapes that ``json.dumps`` leaves as they are (it escapes C0 itself).
+_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in HIDDEN if code >= 0x20}
 
 
 def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with code 1."""
-    click.echo(f"error: {message}", err=True)
+    """Print ``error: message`` on stderr, as one line, and exit with code 1.
+
+    The message may name stored text (a file, a memory id): its control characters, a
+    newline included, are shown as escapes (:func:`~.output.clean`).
+    """
+    click.echo(f"error: {clean(message)}", err=True)
     sys.exit(1)
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as indented JSON (times and other objects as strings)."""
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    """Print ``data`` as indented JSON (times and other objects as strings).
+
+    JSON escapes C0 controls itself; the other characters a terminal would obey or that
+    reorder what it shows (DEL, C1 controls, bidi overrides, lone surrogates) are written
+    as ``\\uNNNN`` escapes too, which decode to the same strings.
+    """
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    click.echo(text.translate(_JSON_ESCAPES))
 
 
 class PalaceGroup(click.Group):

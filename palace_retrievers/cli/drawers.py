@@ -10,7 +10,7 @@ import click
 from palace_plugins.manager import PluginManager
 from palace_retrievers.cli import output
 from palace_retrievers.cli.app import cli, emit_json, fail, json_option, opened, user_option
-from palace_retrievers.cli.output import one_line, table
+from palace_retrievers.cli.output import echo, one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
 from palace_retrievers.ids import split_source_key
 from palace_retrievers.records import Hit
@@ -53,9 +53,7 @@ def init(
     if as_json:
         emit_json(ready)
         return
-    click.echo(
-        f"palace ready at {ready['path']} (backend {ready['backend']}, embedder {ready['model']})"
-    )
+    echo(f"palace ready at {ready['path']} (backend {ready['backend']}, embedder {ready['model']})")
 
 
 @cli.command()
@@ -93,17 +91,17 @@ def mine(
     if as_json:
         emit_json(dataclasses.asdict(report))
         return
-    click.echo(
+    echo(
         f"mined {report.mined} of {report.seen} sources into wing {report.wing!r}: "
         f"{report.drawers_added} drawers filed, {report.drawers_removed} removed, "
         f"{report.unchanged} unchanged, {len(report.skipped)} skipped"
     )
     if not report.seen and not report.skipped:
-        click.echo(f"  found nothing to mine in {report.path}")
+        echo(f"  found nothing to mine in {report.path}")
     for skipped in report.skipped:
-        click.echo(f"  skipped {skipped.location}: {skipped.reason}")
+        echo(f"  skipped {skipped.location}: {skipped.reason}")
     if report.gone:
-        click.echo(
+        echo(
             f"  {report.gone} sources mined from {report.path} before are no longer there; "
             "`palace sync` removes their drawers"
         )
@@ -137,7 +135,7 @@ def sync(
         emit_json({**dataclasses.asdict(report), "sources_removed": report.sources_removed})
         return
     verb = "would remove" if dry_run else "removed"
-    click.echo(
+    echo(
         f"{verb} {report.drawers_removed} drawers of {report.sources_removed} sources "
         f"no longer found ({len(report.roots)} mined paths checked)"
     )
@@ -145,9 +143,9 @@ def sync(
         for recorded in root.gone:
             owner, key = split_source_key(recorded)
             whose = f" (user {owner})" if owner else ""
-            click.echo(f"  {'gone' if dry_run else 'removed'} {root.wing}: {key}{whose}")
+            echo(f"  {'gone' if dry_run else 'removed'} {root.wing}: {key}{whose}")
         if root.note:
-            click.echo(f"  kept {root.root} ({root.wing}): {root.note}")
+            echo(f"  kept {root.root} ({root.wing}): {root.note}")
 
 
 def _where(hit: Hit) -> str:
@@ -165,7 +163,7 @@ def _place(hit: Hit) -> str:
 
 def _show_hits(hits: list[Hit]) -> None:
     if not hits:
-        click.echo("no hits")
+        echo("no hits")
         return
     if output.is_terminal():
         rows = [
@@ -184,8 +182,8 @@ def _show_hits(hits: list[Hit]) -> None:
     for rank, hit in enumerate(hits, 1):
         d = hit.drawer
         parts = " ".join(f"{name}={value:.3f}" for name, value in hit.scores.items())
-        click.echo(f"{rank}. [{hit.score:.3f}] {_where(hit)}  ({_place(hit)})  {parts}")
-        click.echo(f"   {one_line(d.text, 241)}")
+        echo(f"{rank}. [{hit.score:.3f}] {_where(hit)}  ({_place(hit)})  {parts}")
+        echo(f"   {one_line(d.text, 241)}")
 
 
 @cli.command()
@@ -251,23 +249,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
         emit_json(dataclasses.asdict(stats))
         return
     ledger = stats.ledger
-    click.echo(f"palace   {stats.path} (schema {stats.schema_version})")
-    click.echo(f"model    {stats.model} ({stats.dimension or '?'} dimensions)")
-    click.echo(f"drawers  {ledger.drawers} from {ledger.sources} sources; {ledger.closets} closets")
+    echo(f"palace   {stats.path} (schema {stats.schema_version})")
+    echo(f"model    {stats.model} ({stats.dimension or '?'} dimensions)")
+    echo(f"drawers  {ledger.drawers} from {ledger.sources} sources; {ledger.closets} closets")
     if ledger.memories:
         shown = ", ".join(f"{count} {status}" for status, count in ledger.memories.items())
-        click.echo(f"memories {shown}")
+        echo(f"memories {shown}")
     for index in stats.indexes:
         state = "ok" if index.ok else "DEGRADED (run `palace reindex`)"
-        click.echo(
+        echo(
             f"index    {index.backend}/{index.collection}: {state}, "
             f"{index.count} of {index.ledger_count} vectors; {index.detail}"
         )
     for wing, rooms in ledger.wings.items():
         shown = ", ".join(f"{room} {count}" for room, count in rooms.items())
-        click.echo(f"wing     {wing}: {shown}")
+        echo(f"wing     {wing}: {shown}")
     for failure in stats.plugin_failures:
-        click.echo(f"plugin   failed to load: {failure}")
+        echo(f"plugin   failed to load: {failure}")
 
 
 @cli.command()
@@ -293,9 +291,9 @@ def plugins(as_json: bool) -> None:
     for info in infos:
         origin = f"{info.distribution or '?'} {info.version or ''}".strip()
         if info.error:
-            click.echo(f"{info.name}  ({origin})  FAILED TO LOAD: {info.error}")
+            echo(f"{info.name}  ({origin})  FAILED TO LOAD: {info.error}")
         else:
-            click.echo(f"{info.name}  ({origin})  hooks: {', '.join(info.hooks)}")
+            echo(f"{info.name}  ({origin})  hooks: {', '.join(info.hooks)}")
 
 
 @cli.command()
@@ -311,4 +309,4 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json({"vectors": count, "backend": palace.config.backend})
         return
-    click.echo(f"reindexed {count} vectors into {palace.config.backend}")
+    echo(f"reindexed {count} vectors into {palace.config.backend}")

@@ -9,7 +9,7 @@ import click
 
 from palace_retrievers.cli.app import cli as root
 from palace_retrievers.cli.app import emit_json, json_option, opened, user_option
-from palace_retrievers.cli.output import fields, record, table
+from palace_retrievers.cli.output import echo, fields, record, table
 
 TRIPLE_COLUMNS = ["subject", "predicate", "object", "from", "to", "confidence"]
 
@@ -36,7 +36,7 @@ def _show(triples: Sequence[Any], as_json: bool, *, empty: str) -> None:
     if as_json:
         emit_json([record(t) for t in triples])
     elif not triples:
-        click.echo(empty)
+        echo(empty)
     else:
         table(TRIPLE_COLUMNS, _triple_rows(triples))
 
@@ -81,7 +81,7 @@ def add(
     if as_json:
         emit_json(record(triple))
         return
-    click.echo(
+    echo(
         f"added {triple.subject} {triple.predicate} {triple.object} "
         f"(from {_day(triple.valid_from) or 'always'})"
     )
@@ -143,7 +143,7 @@ def invalidate(
     if as_json:
         emit_json({"invalidated": count})
         return
-    click.echo(f"invalidated {count} facts")
+    echo(f"invalidated {count} facts")
 
 
 @kg.command("stats")

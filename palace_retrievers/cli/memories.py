@@ -17,7 +17,7 @@ from palace_retrievers.cli.app import (
     parse_duration,
     user_option,
 )
-from palace_retrievers.cli.output import fields, one_line, record, table
+from palace_retrievers.cli.output import clean, echo, fields, one_line, record, table
 from palace_retrievers.memories import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.records import utc
 
@@ -101,12 +101,12 @@ def remember(
         return
     memory = result.memory
     if result.action == "duplicate":
-        click.echo(f"already remembered as {memory.id} ({memory.kind}); importance raised")
+        echo(f"already remembered as {memory.id} ({memory.kind}); importance raised")
     elif result.action == "updated" and previous is not None:
-        click.echo(f"remembered {memory.id} ({memory.kind}); it supersedes {previous.id}")
-        click.echo(f"  was: {one_line(previous.text)}")
+        echo(f"remembered {memory.id} ({memory.kind}); it supersedes {previous.id}")
+        echo(f"  was: {one_line(previous.text)}")
     else:
-        click.echo(f"remembered {memory.id} ({memory.kind}, {memory.status})")
+        echo(f"remembered {memory.id} ({memory.kind}, {memory.status})")
 
 
 @cli.command()
@@ -135,8 +135,10 @@ def forget(
         with opened(ctx) as palace:
             if not yes:
                 click.confirm(
-                    f"Forget everything of user {user_id!r} in {palace.path}? "
-                    "This cannot be undone",
+                    clean(
+                        f"Forget everything of user {user_id!r} in {palace.path}? "
+                        "This cannot be undone"
+                    ),
                     abort=True,
                     err=True,
                 )
@@ -149,16 +151,16 @@ def forget(
             for name, value in record(report).items()
             if isinstance(value, int) and not isinstance(value, bool)
         )
-        click.echo(f"forgot everything of user {user_id!r}: {counts}")
+        echo(f"forgot everything of user {user_id!r}: {counts}")
         return
     with opened(ctx) as palace:
         count = palace.forget_memories(list(memory_ids), user_id=user_id)
     if as_json:
         emit_json({"deleted": count})
         return
-    click.echo(f"forgot {count} of {len(memory_ids)} memories")
+    echo(f"forgot {count} of {len(memory_ids)} memories")
     if count < len(memory_ids):
-        click.echo("  the others are not memories of this user (see --user)")
+        echo("  the others are not memories of this user (see --user)")
 
 
 @cli.group()
@@ -202,7 +204,7 @@ def list_memories(
         emit_json([record(m) for m in found])
         return
     if not found:
-        click.echo("no memories")
+        echo("no memories")
         return
     table(MEMORY_COLUMNS, _memory_rows(found))
 
@@ -229,14 +231,14 @@ def show_memory(ctx: click.Context, memory_id: str, user_id: str | None, as_json
         return
     fields([(name, value) for name, value in record(memory).items() if name != "embedding"])
     if events:
-        click.echo("")
+        echo("")
         table(
             ["when", "event", "detail"],
             [(e.at, e.event, one_line(_event_detail(e))) for e in events],
             title="history",
         )
     if len(chain) > 1:
-        click.echo("")
+        echo("")
         table(MEMORY_COLUMNS, _memory_rows(chain), title="supersede chain (oldest first)")
 
 
@@ -295,7 +297,7 @@ def edit_memory(
     if as_json:
         emit_json(record(memory))
         return
-    click.echo(f"edited {memory.id}: {one_line(memory.text)}")
+    echo(f"edited {memory.id}: {one_line(memory.text)}")
 
 
 @memories.command("delete")
@@ -313,7 +315,7 @@ def delete_memories(
         emit_json([record(m) for m in archived])
         return
     for memory in archived:
-        click.echo(f"archived {memory.id}: {one_line(memory.text)}")
+        echo(f"archived {memory.id}: {one_line(memory.text)}")
 
 
 @cli.command()
@@ -331,7 +333,7 @@ def restore(
         emit_json([record(m) for m in restored])
         return
     for memory in restored:
-        click.echo(f"restored {memory.id}: {one_line(memory.text)}")
+        echo(f"restored {memory.id}: {one_line(memory.text)}")
 
 
 @cli.command()
@@ -352,10 +354,10 @@ def gc(ctx: click.Context, dry_run: bool, now: str | None, as_json: bool) -> Non
         return
     verb = "would archive" if dry_run else "archived"
     counts = ", ".join(f"{count} {reason}" for reason, count in report.counts.items())
-    click.echo(f"{verb} {report.total} memories ({counts})")
+    echo(f"{verb} {report.total} memories ({counts})")
     for reason, ids in report.ids.items():
         for memory_id in ids:
-            click.echo(f"  {reason}: {memory_id}")
+            echo(f"  {reason}: {memory_id}")
 
 
 @cli.command()
@@ -381,4 +383,4 @@ def context(
     if as_json:
         emit_json({"context": block})
         return
-    click.echo(block)
+    echo(block, lines=True)
