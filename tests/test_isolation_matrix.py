@@ -279,7 +279,7 @@ def _cli_kg(built: Built, owner: Owner) -> list[str]:
 
 
 def _web(built: Built, owner: Owner, path: str, **params: str) -> str:
-    client = TestClient(create_app(built.palace))
+    client = TestClient(create_app(built.palace), base_url="http://127.0.0.1")
     if owner is not None:
         params["user"] = owner
     page = client.get(path, params=params)
@@ -305,7 +305,7 @@ def _web_wings(built: Built, owner: Owner) -> list[str]:
 
 def _web_drawers(built: Built, owner: Owner) -> list[str]:
     """Each drawer's page: the owner's open, every other one is a 404."""
-    client = TestClient(create_app(built.palace))
+    client = TestClient(create_app(built.palace), base_url="http://127.0.0.1")
     params = {"user": owner} if owner is not None else {}
     pages = []
     for drawer_id in built.all_drawers:

@@ -129,7 +129,9 @@ def call_mcp(world: World, attacker: Owner, tool: str, **arguments: Any) -> Any:
 
 
 def post_web(world: World, attacker: Owner, path: str, **form: str) -> Any:
-    client = TestClient(create_app(world.palace), follow_redirects=False)
+    client = TestClient(
+        create_app(world.palace), base_url="http://127.0.0.1", follow_redirects=False
+    )
     page = client.get("/memories", params={"user": attacker} if attacker else {})
     match = CSRF.search(page.text)
     assert match, page.text

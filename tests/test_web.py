@@ -10,17 +10,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
 from palace_retrievers import Filter, Palace
-from palace_retrievers.errors import MemoryNotFoundError
+from palace_retrievers.errors import ConfigError, MemoryNotFoundError
 from palace_retrievers.web import UnsafeBindError, create_app, serve
 from palace_retrievers.web.server import check_host, is_loopback
 
 SCRIPT = "<script>window.pwned = 1</script>"
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
+#: Where the tests' clients say they reach the page (its Host header): the default bind.
+BASE = "http://127.0.0.1:8765"
+TOKEN = "s3cret-page-token-0042"
 
 
 @pytest.fixture
@@ -28,9 +32,14 @@ def palace(open_palace: Callable[..., Palace], tmp_path: Path) -> Palace:
     return open_palace(tmp_path / "palace", backend="sqlite")
 
 
+def client_for(app: Any, base_url: str = BASE, **kwargs: Any) -> TestClient:
+    """A TestClient that reaches ``app`` as a browser on this machine would."""
+    return TestClient(app, base_url=base_url, **kwargs)
+
+
 @pytest.fixture
 def client(palace: Palace) -> TestClient:
-    return TestClient(create_app(palace))
+    return client_for(create_app(palace))
 
 
 def csrf_of(client: TestClient, path: str = "/memories") -> str:
@@ -237,7 +246,7 @@ def test_remember_from_the_form(palace: Palace, client: TestClient) -> None:
 def test_a_post_without_the_csrf_token_is_refused(palace: Palace, client: TestClient) -> None:
     mid = palace.remember("Keep me", importance=0.3, user_id="u1").memory.id
     token = csrf_of(client)
-    stranger = TestClient(create_app(palace))
+    stranger = client_for(create_app(palace))
     stranger_token = csrf_of(stranger)
     for data in (
         {"user": "u1"},  # no token
@@ -248,11 +257,11 @@ def test_a_post_without_the_csrf_token_is_refused(palace: Palace, client: TestCl
         refused = client.post(f"/memories/{mid}/pin", data=data)
         assert refused.status_code == 403
         assert palace.memory(mid, user_id="u1").importance == 0.3
-    fresh = TestClient(create_app(palace))  # no session cookie at all
+    fresh = client_for(create_app(palace))  # no session cookie at all
     assert fresh.post(f"/memories/{mid}/delete", data={"user": "u1"}).status_code == 403
     assert palace.memory(mid, user_id="u1").status == "active"
     # Another app (restarted server) has another key: the old token is stale.
-    restarted = TestClient(create_app(palace), cookies=dict(client.cookies))
+    restarted = client_for(create_app(palace), cookies=dict(client.cookies))
     stale = restarted.post(f"/memories/{mid}/pin", data={"csrf": token, "user": "u1"})
     assert stale.status_code == 403
     assert client.post(f"/memories/{mid}/pin", data={"csrf": token, "user": "u1"}).is_success
@@ -333,7 +342,7 @@ def test_an_over_long_query_shows_an_error_page(
     open_palace: Callable[..., Palace], tmp_path: Path
 ) -> None:
     palace = open_palace(tmp_path / "short", config={"search": {"max_query_chars": 100}})
-    page = TestClient(create_app(palace)).get("/search", params={"q": "x" * 101})
+    page = client_for(create_app(palace)).get("/search", params={"q": "x" * 101})
     assert page.status_code == 400
     assert "search.max_query_chars" in page.text
 
@@ -354,13 +363,13 @@ def test_a_bad_edit_changes_nothing(palace: Palace, client: TestClient) -> None:
 
 
 def test_a_token_guards_every_page(palace: Palace) -> None:
-    client = TestClient(create_app(palace, token="s3cret"))
+    client = client_for(create_app(palace, token=TOKEN))
     assert client.get("/").status_code == 401
     assert client.get("/static/page.css").status_code == 401
     assert client.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
-    assert client.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
     assert client.get("/?token=nope").status_code == 401
-    first = client.get("/memories?token=s3cret&user=u1", follow_redirects=False)
+    first = client.get(f"/memories?token={TOKEN}&user=u1", follow_redirects=False)
     assert first.status_code == 303
     assert first.headers["location"] == "/memories?user=u1"  # the token leaves the URL
     assert client.get("/memories?user=u1").status_code == 200  # the cookie carries it
@@ -375,9 +384,194 @@ def test_loopback_only_without_a_token(tmp_path: Path) -> None:
     assert not is_loopback("192.168.1.10")
     assert not is_loopback("example.org")
     check_host("127.0.0.1", None)
-    check_host("0.0.0.0", "a-token")
+    check_host("0.0.0.0", TOKEN)
     with pytest.raises(UnsafeBindError, match="token"):
         serve(tmp_path / "nowhere", host="0.0.0.0")
     with pytest.raises(UnsafeBindError):
         serve(tmp_path / "nowhere", host="::", token="")
     assert not (tmp_path / "nowhere").exists()  # refused before opening anything
+
+
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "x",
+        "",
+        " ",
+        " " * 24,
+        "fifteen-chars-x",  # one short of 16
+        "has a space in the middle",
+        "tab\tinside-the-long-token",
+        "aaaaaaaaaaaaaaaaaaaaaaaa",  # long, but one character
+        "ünïcödé-tökén-lóng-énough",
+    ],
+)
+def test_a_weak_access_token_is_refused_at_start(palace: Palace, tmp_path: Path, weak: str) -> None:
+    """A token that is short, blank, holds whitespace or repeats one character guards
+    nothing: the page refuses to start with it (a ConfigError naming the rule), before
+    any palace is opened."""
+    with pytest.raises(ConfigError, match="at least 16 printable ASCII characters") as refused:
+        create_app(palace, token=weak)
+    if len(weak.strip()) > 1:
+        assert weak not in str(refused.value)  # the message does not repeat the token
+    with pytest.raises(ConfigError, match="access token"):
+        check_host("127.0.0.1", weak)
+    with pytest.raises(ConfigError):
+        serve(tmp_path / "nowhere", token=weak)
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_strong_access_token_is_accepted(palace: Palace) -> None:
+    """``openssl rand -hex 16`` (32 hex digits) and a 16-character token pass the rule."""
+    for token in ("9f86d081884c7d659a2feaa0c55ad015", "abcd-1234-EFGH-5"):
+        client = client_for(create_app(palace, token=token))
+        assert client.get("/", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+# -- the Host header (DNS rebinding) ------------------------------------------------------
+
+
+def test_a_foreign_host_header_is_refused_so_dns_rebinding_reads_nothing(
+    palace: Palace, client: TestClient
+) -> None:
+    """A page on a domain an attacker rebinds to 127.0.0.1 reaches the memory page with
+    its own name as Host (and as Origin): refused with 421 before anything is read or
+    written, even with a CSRF token and cookies it got earlier. Loopback names, with or
+    without a port, are served."""
+    mid = palace.remember("The vault code is 4411", importance=0.3, user_id="u1").memory.id
+    token = csrf_of(client)
+    evil = client_for(create_app(palace), "http://rebind.evil.example:8765")
+    for path in ("/", "/memories?user=u1", f"/memories/{mid}?user=u1", "/static/page.css"):
+        page = evil.get(path)
+        assert page.status_code == 421, path
+        assert "vault code" not in page.text
+        assert 'name="csrf"' not in page.text
+    evil.cookies = client.cookies
+    for action in ("pin", "delete"):
+        posted = evil.post(
+            f"/memories/{mid}/{action}",
+            data={"csrf": token, "user": "u1"},
+            headers={"Origin": "http://rebind.evil.example:8765"},
+        )
+        assert posted.status_code == 421
+    memory = palace.memory(mid, user_id="u1")
+    assert (memory.status, memory.importance) == ("active", 0.3)
+    for host in ("localhost:8765", "LOCALHOST", "127.0.0.1", "127.3.4.5:80", "[::1]:8765"):
+        assert client.get("/", headers={"Host": host}).status_code == 200, host
+    for host in (
+        "127.0.0.1.evil.example",
+        "localhost.evil.example:8765",
+        "evil.example@127.0.0.1",
+        "127.0.0.1:80abc",
+        "[::1]evil",
+        "0.0.0.0:8765",
+    ):
+        assert client.get("/", headers={"Host": host}).status_code == 421, host
+
+
+def test_the_page_answers_to_the_host_it_listens_on_and_same_origin_forms_only(
+    palace: Palace,
+) -> None:
+    """Bound to a named host (with a token), the page answers to that name and loopback
+    names only; a POST's Origin must be the page's own, on an allowed host. Bound to
+    every address (0.0.0.0, which needs a token) it answers to any name."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    app = create_app(palace, token=TOKEN, host="memory.lan")
+    assert client_for(app, "http://memory.lan:8765").get("/", headers=auth).status_code == 200
+    assert client_for(app, "http://MEMORY.LAN").get("/", headers=auth).status_code == 200
+    assert client_for(app, "http://other.lan:8765").get("/", headers=auth).status_code == 421
+    assert client_for(app).get("/", headers=auth).status_code == 200
+    wildcard = create_app(palace, token=TOKEN, host="0.0.0.0")
+    assert client_for(wildcard, "http://box.lan").get("/", headers=auth).status_code == 200
+
+    mid = palace.remember("Keep me as I am", importance=0.3, user_id="u1").memory.id
+    client = client_for(create_app(palace))
+    token = csrf_of(client)
+    for origin in ("http://localhost:8765", "http://127.0.0.1:9999", "null", "http://evil.example"):
+        posted = client.post(
+            f"/memories/{mid}/pin", data={"csrf": token, "user": "u1"}, headers={"Origin": origin}
+        )
+        assert posted.status_code == 403, origin
+    assert palace.memory(mid, user_id="u1").importance == 0.3
+    same = client.post(
+        f"/memories/{mid}/pin", data={"csrf": token, "user": "u1"}, headers={"Origin": BASE}
+    )
+    assert same.is_success
+    assert palace.memory(mid, user_id="u1").importance == 1.0
+
+
+# -- a page bound to one user ---------------------------------------------------------------
+
+
+def test_a_page_bound_to_a_user_reads_and_writes_only_that_user(palace: Palace) -> None:
+    """``palace serve --user u1``: every page is u1's; a ``user`` parameter naming anyone
+    else (another user) is refused with 403, an empty one means u1, never the unowned
+    records; writes without a user field are u1's."""
+    palace.add_texts(["u1 secret garden plans"], wing="home", user_id="u1")
+    palace.add_texts(["u2 secret garden plans"], wing="house", user_id="u2")
+    mine = palace.remember("u1 keeps bees", importance=0.3, user_id="u1").memory
+    theirs = palace.remember("u2 keeps goats", importance=0.3, user_id="u2").memory
+    unowned = palace.remember("nobody keeps llamas", importance=0.3).memory
+    client = client_for(create_app(palace, user="u1"))
+    token = csrf_of(client)
+
+    listed = client.get("/memories", params={"status": "all"}).text
+    assert "u1 keeps bees" in listed
+    assert "u2 keeps goats" not in listed
+    assert "llamas" not in listed
+    assert 'id="who-user"' not in listed  # no box to switch users
+    found = client.get("/search", params={"q": "secret garden plans"}).text
+    assert "u1 secret" in found
+    assert "u2 secret" not in found
+    assert "llamas" not in client.get("/memories", params={"user": ""}).text
+    for path, params in [
+        ("/memories", {"user": "u2"}),
+        ("/search", {"q": "secret garden plans", "user": "u2"}),
+        (f"/memories/{theirs.id}", {"user": "u2"}),
+        ("/wings", {"user": "u2"}),
+        ("/timeline", {"entity": "u2", "user": "u2"}),
+    ]:
+        page = client.get(path, params=params)
+        assert page.status_code == 403, path
+        assert "serves only the records of user &#39;u1&#39;" in page.text
+        assert "u2 keeps goats" not in page.text
+        assert "u2 secret" not in page.text
+    assert client.get(f"/memories/{theirs.id}").status_code == 404
+    assert client.get(f"/memories/{unowned.id}").status_code == 404
+    for action in ("pin", "delete", "edit"):
+        data = {"csrf": token, "user": "u2", "text": "taken over"}
+        assert client.post(f"/memories/{theirs.id}/{action}", data=data).status_code == 403
+        for victim in (theirs.id, unowned.id):
+            data["user"] = ""
+            assert client.post(f"/memories/{victim}/{action}", data=data).status_code == 404
+    for victim, owner in ((theirs, "u2"), (unowned, None)):
+        still = palace.memory(victim.id, user_id=owner)
+        assert (still.text, still.status, still.importance) == (victim.text, "active", 0.3)
+
+    done = client.post("/memories", data={"csrf": token, "text": "Our release train is Thursday"})
+    assert done.status_code == 200
+    assert "Our release train is Thursday" in [m.text for m in palace.memories(user_id="u1")]
+    assert [m.text for m in palace.memories()] == ["nobody keeps llamas"]
+    assert client.post(f"/memories/{mine.id}/pin", data={"csrf": token}).is_success
+    assert palace.memory(mine.id, user_id="u1").importance == 1.0
+
+
+def test_an_unbound_page_lets_its_visitor_choose_any_user(
+    palace: Palace, client: TestClient
+) -> None:
+    """Without ``user=``, the ``user`` parameter is only a view selector: the page shows
+    whichever user's records it names (what the README and --help warn about)."""
+    palace.remember("u2 keeps goats", user_id="u2")
+    assert "u2 keeps goats" in client.get("/memories", params={"user": "u2"}).text
+    assert 'id="who-user"' in client.get("/memories").text
+
+
+@pytest.mark.parametrize("user", ["", "  ", " u1", "u" * 201])
+def test_a_blank_or_over_long_bound_user_is_refused(
+    palace: Palace, tmp_path: Path, user: str
+) -> None:
+    with pytest.raises(ConfigError):
+        create_app(palace, user=user)
+    with pytest.raises(ConfigError):
+        serve(tmp_path / "nowhere", user=user)
+    assert not (tmp_path / "nowhere").exists()

@@ -9,6 +9,8 @@ import click
 
 from palace_retrievers.cli.app import cli, opened
 
+_TOKEN_RULE = "at least 16 printable ASCII characters, no spaces"
+
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -16,19 +18,37 @@ from palace_retrievers.cli.app import cli, opened
 @click.option(
     "--token",
     envvar="PALACE_WEB_TOKEN",
-    help="Access token every request must show; required beyond 127.0.0.1 "
-    "(default: $PALACE_WEB_TOKEN).",
+    help="Access token every request must show; required beyond 127.0.0.1; "
+    f'{_TOKEN_RULE}, e.g. "$(openssl rand -hex 16)" (default: $PALACE_WEB_TOKEN).',
+)
+@click.option(
+    "--user",
+    "user_id",
+    metavar="USER",
+    help="Bind the page to this one user: every read and write is theirs, and a request "
+    "naming another user is refused (403). Without it the page shows and changes every "
+    "user's records, to whoever can open it.",
 )
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, token: str | None) -> None:
-    """Serve the memory page: search, browse, edit, pin, delete and restore memories."""
+def serve(ctx: click.Context, host: str, port: int, token: str | None, user_id: str | None) -> None:
+    """Serve the memory page: search, browse, edit, pin, delete and restore memories.
+
+    Without --user, whoever can open the page reads and changes every user's records
+    (the page's user box only chooses which to show): pass --user to serve one user's.
+    The page answers only to a loopback Host (localhost, 127.0.0.0/8, [::1]) or --host.
+    """
     from palace_retrievers import web
+    from palace_retrievers.web.pages import bound_user
     from palace_retrievers.web.server import check_host
 
     check_host(host, token)
+    bound_user(user_id)
     path = ctx.find_root().obj["path"]
-    click.echo(f"memory page of {path} at http://{host}:{port}/ (Ctrl-C stops it)", err=True)
-    web.serve(path, host=host, port=port, token=token)
+    whose = f"user {user_id!r} only" if user_id is not None else "every user's records"
+    click.echo(
+        f"memory page of {path} at http://{host}:{port}/ ({whose}; Ctrl-C stops it)", err=True
+    )
+    web.serve(path, host=host, port=port, token=token, user=user_id)
 
 
 @cli.command()
@@ -39,8 +59,8 @@ def serve(ctx: click.Context, host: str, port: int, token: str | None) -> None:
 @click.option(
     "--token",
     envvar="PALACE_MCP_TOKEN",
-    help="HTTP: the bearer token clients must send; required beyond 127.0.0.1 "
-    "(default: $PALACE_MCP_TOKEN).",
+    help="HTTP: the bearer token clients must send; required beyond 127.0.0.1; "
+    f"{_TOKEN_RULE} (default: $PALACE_MCP_TOKEN).",
 )
 @click.pass_context
 def mcp(

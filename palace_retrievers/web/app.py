@@ -1,6 +1,7 @@
 """The memory page as a Starlette app: :func:`create_app`.
 
-Routes (every one takes ``?user=<user_id>``; POSTs carry it as a form field):
+Routes (every one takes ``?user=<user_id>``; POSTs carry it as a form field; on a page
+bound to one user, any other user is refused with 403):
 
 ==========================  =====================================================
 ``GET /``, ``GET /search``  search, each hit with its score parts
@@ -32,13 +33,19 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from palace_retrievers.palace import Palace
-from palace_retrievers.web.pages import Pages
-from palace_retrievers.web.security import Guard, GuardMiddleware
+from palace_retrievers.web.pages import Pages, bound_user
+from palace_retrievers.web.security import Guard, GuardMiddleware, HostGuard
 
 Page = Callable[[Request, str], Awaitable[Response]]
 
 
-def create_app(palace: Palace, *, token: str | None = None) -> Starlette:
+def create_app(
+    palace: Palace,
+    *,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    user: str | None = None,
+) -> Starlette:
     """The memory page of ``palace``, as an ASGI app.
 
     The app does not own the palace: closing it is the caller's business.
@@ -47,6 +54,14 @@ def create_app(palace: Palace, *, token: str | None = None) -> Starlette:
         palace: An open palace; every read and write goes through its API.
         token: An access token every request must show (see
             :mod:`palace_retrievers.web.security`); ``None`` for none.
+        host: The address the app is served on: it answers to a ``Host`` header naming
+            it or a loopback name, and refuses any other with 421 (DNS rebinding).
+        user: The one user whose records every page reads and writes; a request that
+            names another user is refused with 403. ``None``: the ``user`` parameter
+            chooses, so whoever opens the page sees every user's records.
+
+    Raises:
+        ConfigError: ``token`` is too weak, or ``user`` is blank or too long.
     """
     templates = Environment(
         loader=PackageLoader("palace_retrievers.web", "templates"),
@@ -57,8 +72,8 @@ def create_app(palace: Palace, *, token: str | None = None) -> Starlette:
     )
     templates.filters["when"] = _when
     templates.filters["score"] = _score
-    guard = Guard(token=token)
-    pages = Pages(palace, templates=templates, guard=guard)
+    guard = Guard(token=token, host=host)
+    pages = Pages(palace, templates=templates, guard=guard, user=bound_user(user))
 
     def route(path: str, page: Page, *, methods: tuple[str, ...] = ("GET",)) -> Route:
         async def endpoint(request: Request) -> Response:
@@ -84,7 +99,10 @@ def create_app(palace: Palace, *, token: str | None = None) -> Starlette:
             route("/timeline", pages.timeline),
             Mount("/static", app=StaticFiles(directory=static), name="static"),
         ],
-        middleware=[Middleware(GuardMiddleware, guard=guard)],
+        middleware=[
+            Middleware(HostGuard, host=host),
+            Middleware(GuardMiddleware, guard=guard),
+        ],
     )
     app.state.palace = palace
     return app

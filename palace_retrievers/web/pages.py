@@ -2,8 +2,11 @@
 
 Every page is rendered on the server from a Jinja2 template with autoescaping on, so
 stored text (a drawer holding ``<script>``) is shown as text. Every page belongs to one
-user, chosen by the ``user`` URL parameter (a form's hidden field on a POST; empty for
-the palace's unowned records), and every palace call is made for that user only.
+user, and every palace call is made for that user only. On a page bound to a user
+(``palace serve --user U``) that user is the only one: a request whose ``user``
+parameter names another is refused with 403. Otherwise the ``user`` URL parameter (a
+form's hidden field on a POST; empty for the palace's unowned records) chooses, so
+whoever can open the page can read and change every user's records.
 Writes are POST forms that carry the session's CSRF token (see :mod:`.security`).
 """
 
@@ -22,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from palace_retrievers.errors import (
+    ConfigError,
     InvalidQueryError,
     MemoryNotFoundError,
     PalaceBusyError,
@@ -68,10 +72,18 @@ class Pages:
     slow search never blocks the event loop and two writes never interleave.
     """
 
-    def __init__(self, palace: Palace, *, templates: Environment, guard: Guard) -> None:
+    def __init__(
+        self,
+        palace: Palace,
+        *,
+        templates: Environment,
+        guard: Guard,
+        user: str | None = None,
+    ) -> None:
         self.palace = palace
         self.templates = templates
         self.guard = guard
+        self.bound = user
         self._lock = threading.Lock()
 
     # -- plumbing -----------------------------------------------------------------------
@@ -101,6 +113,7 @@ class Pages:
 
         page = self.templates.get_template(template).render(
             user=user,
+            bound=self.bound is not None,
             csrf=self.guard.csrf_token(session_of(request)),
             csrf_field=CSRF_FIELD,
             link=link,
@@ -131,16 +144,33 @@ class Pages:
             raise PageError(403, "this form is stale or did not come from this page; reload it")
         return form
 
+    def user_of(self, value: object) -> str:
+        """The user a request is for: its ``user`` parameter, or the page's bound user.
+
+        Raises:
+            PageError: the parameter is too long, or names another user than the bound one.
+        """
+        user = _user(value)
+        if self.bound is None:
+            return user
+        if user and user != self.bound:
+            raise PageError(
+                403,
+                f"this memory page serves only the records of user {self.bound!r} "
+                "(it was started with --user)",
+            )
+        return self.bound
+
     async def handle(self, request: Request, page: Callable[[Request, str], Any]) -> Response:
         """Run ``page`` for the request's user, turning palace errors into error pages."""
-        user = ""
+        user = self.bound or ""
         try:
             if request.method == "POST":
                 form = await self.form(request)
-                user = _user(form.get("user"))
+                user = self.user_of(form.get("user"))
                 response: Response = await page(request, user)
             else:
-                user = _user(request.query_params.get("user"))
+                user = self.user_of(request.query_params.get("user"))
                 response = await page(request, user)
         except PageError as exc:
             return self.error(request, user, exc.status, exc.message)
@@ -347,6 +377,21 @@ def _link(path: str, user: str, **params: Any) -> str:
 def _back(path: str, user: str, done: str) -> RedirectResponse:
     """Post/redirect/get: back to ``path`` with a notice."""
     return RedirectResponse(_link(path, user, done=done), status_code=303)
+
+
+def bound_user(user: str | None) -> str | None:
+    """Check the user a page is bound to (``palace serve --user``); ``None`` for none.
+
+    Raises:
+        ConfigError: ``user`` is blank or longer than :data:`MAX_USER_CHARS`.
+    """
+    if user is None:
+        return None
+    if not user.strip() or user != user.strip():
+        raise ConfigError("--user needs a user id without surrounding spaces")
+    if len(user) > MAX_USER_CHARS:
+        raise ConfigError(f"a user id has at most {MAX_USER_CHARS} characters")
+    return user
 
 
 def _user(value: object) -> str:

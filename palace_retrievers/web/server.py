@@ -1,12 +1,14 @@
 """Serving the memory page with uvicorn: :func:`serve`, and :func:`running` for tests.
 
 The page binds to 127.0.0.1 by default. It refuses any other address unless it is
-given an access token, since whoever reaches the page can read and change every memory.
+given an access token (of :data:`~palace_retrievers.web.security.TOKEN_RULE`'s strength),
+since whoever reaches the page can read and change its records: every user's, unless the
+page is bound to one user (``user=``). It answers only to a loopback ``Host`` or the
+address it listens on (see :class:`~palace_retrievers.web.security.HostGuard`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
@@ -21,6 +23,8 @@ from starlette.types import ASGIApp
 from palace_retrievers.errors import PalaceError
 from palace_retrievers.palace import Palace
 from palace_retrievers.web.app import create_app
+from palace_retrievers.web.pages import bound_user
+from palace_retrievers.web.security import check_token, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +36,16 @@ class UnsafeBindError(PalaceError):
     """The memory page was asked to listen beyond loopback without an access token."""
 
 
-def is_loopback(host: str) -> bool:
-    """True when ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "UnsafeBindError", "check_host", "is_loopback"]
 
 
 def check_host(host: str, token: str | None) -> None:
-    """Refuse to listen on ``host`` beyond loopback without a token.
+    """Refuse to listen on ``host`` beyond loopback without a token, or with a weak one.
 
     Raises:
         UnsafeBindError: ``host`` is not a loopback address and ``token`` is empty.
+        ConfigError: ``token`` is given but too weak (see
+            :func:`~palace_retrievers.web.security.check_token`).
     """
     if not is_loopback(host) and not token:
         raise UnsafeBindError(
@@ -54,6 +53,7 @@ def check_host(host: str, token: str | None) -> None:
             "anyone who reaches it can read and change every memory. Pass a token "
             '(e.g. --token "$(openssl rand -hex 16)") or serve on 127.0.0.1'
         )
+    check_token(token)
 
 
 def serve(
@@ -62,22 +62,28 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     token: str | None = None,
+    user: str | None = None,
 ) -> None:
     """Serve the memory page of the palace at ``palace_path`` until interrupted.
 
     Args:
         palace_path: The palace's directory (it must exist).
-        host: The address to listen on (loopback unless a ``token`` is given).
+        host: The address to listen on (loopback unless a ``token`` is given); the page
+            answers to it and to loopback names only.
         port: The port to listen on.
         token: The access token every request must show (required beyond loopback).
+        user: The one user whose records the page reads and writes; ``None`` lets the
+            ``user`` URL parameter choose any user's.
 
     Raises:
         UnsafeBindError: ``host`` is not loopback and there is no token.
+        ConfigError: ``token`` is too weak, or ``user`` is blank or too long.
         PalaceNotFoundError: there is no palace at ``palace_path``.
     """
     check_host(host, token)
+    bound_user(user)
     with Palace.open(palace_path, create=False) as palace:
-        app = create_app(palace, token=token)
+        app = create_app(palace, token=token, host=host, user=user)
         log.info("memory page of %s at http://%s:%d/", palace.path, host, port)
         uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
 
