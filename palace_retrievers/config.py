@@ -13,6 +13,7 @@ passed to that plugin, which validates them itself.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import tomllib
@@ -583,6 +584,22 @@ def _type_ok(value: Any, annotation: Any) -> bool:
     return isinstance(annotation, type) and isinstance(value, annotation)
 
 
+#: The largest integer a setting may hold: SQLite's (and most code's) 64-bit integers.
+_MOST_INT = 2**63 - 1
+
+
+def _check_finite(value: Any, name: str, origin: str) -> None:
+    """Raise :class:`ConfigError` if ``value`` (or a number in a list of them) is ``nan``
+    or infinite, or an integer beyond 64 bits: TOML and the environment can spell them
+    (``nan``, ``inf``, ``-inf``), and no setting means them (``nan`` passes every range
+    check, since every comparison with it is false)."""
+    for item in value if isinstance(value, list) else (value,):
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"{name!r} in {origin} must be a finite number, not {item}")
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > _MOST_INT:
+            raise ConfigError(f"{name!r} in {origin} is out of range: {item}")
+
+
 def _build(cls: type[Any], values: Mapping[str, Any], *, prefix: str, origin: str) -> Any:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -592,6 +609,7 @@ def _build(cls: type[Any], values: Mapping[str, Any], *, prefix: str, origin: st
         if key not in fields:
             raise ConfigError(f"unknown key {name!r} in {origin}; known: {', '.join(fields)}")
         annotation = hints[key]
+        _check_finite(value, name, origin)
         if dataclasses.is_dataclass(annotation):
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{name!r} in {origin} must be a table")
@@ -651,6 +669,10 @@ def load(
             file_values = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+        except OSError as exc:  # a folder by that name, no permission to read it, ...
+            raise ConfigError(
+                f"cannot read {path} ({exc.strerror or exc}); it must be a readable file"
+            ) from None
         from_dict(file_values, origin=str(path))
         merged = _merge(merged, file_values)
     env_values = _env_values(os.environ if env is None else env)

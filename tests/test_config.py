@@ -164,3 +164,87 @@ def test_replace_validates() -> None:
     assert config.replace(backend=None) == config
     with pytest.raises(ConfigError, match="'backend'"):
         config.replace(backend=3)
+
+
+def _number_options() -> list[tuple[str, str, str]]:
+    """``(section, key, kind)`` of every float and int option, lists of them included."""
+    import dataclasses
+    from typing import get_type_hints
+
+    found: list[tuple[str, str, str]] = []
+    for top in dataclasses.fields(Config):
+        section = top.default_factory
+        if not dataclasses.is_dataclass(section):
+            continue
+        for name, hint in get_type_hints(section).items():
+            kind = {float: "float", int: "int", list[float]: "floats"}.get(hint)
+            if kind is not None:
+                found.append((top.name, name, kind))
+    return found
+
+
+NUMBER_OPTIONS = _number_options()
+
+
+def test_every_number_option_is_listed() -> None:
+    """The list below is taken from the dataclasses, and holds what it should."""
+    assert ("mining", "lock_timeout", "float") in NUMBER_OPTIONS
+    assert ("search", "closet_boosts", "floats") in NUMBER_OPTIONS
+    assert ("memory", "half_life_days", "float") in NUMBER_OPTIONS
+    assert len([o for o in NUMBER_OPTIONS if o[2] != "int"]) >= 30
+
+
+@pytest.mark.parametrize("literal", ["nan", "inf", "-inf", "-nan"])
+@pytest.mark.parametrize(
+    ("section", "key", "kind"),
+    [o for o in NUMBER_OPTIONS if o[2] != "int"],
+    ids=[f"{o[0]}.{o[1]}" for o in NUMBER_OPTIONS if o[2] != "int"],
+)
+def test_a_float_option_refuses_nan_and_infinity(
+    tmp_path: Path, section: str, key: str, kind: str, literal: str
+) -> None:
+    """``nan`` passes every range check (each comparison with it is false) and ``inf``
+    many: no float option takes either, from palace.toml or the environment."""
+    value = f"[0.1, {literal}]" if kind == "floats" else literal
+    write(tmp_path, f"[{section}]\n{key} = {value}\n")
+    with pytest.raises(ConfigError, match=f"'{section}.{key}' in .* must be a finite number"):
+        load(tmp_path, env={})
+    env = {f"PALACE_{section.upper()}__{key.upper()}": value}
+    with pytest.raises(ConfigError, match="must be a finite number"):
+        load(tmp_path / "elsewhere", env=env)
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [o[:2] for o in NUMBER_OPTIONS if o[2] == "int"],
+    ids=[f"{o[0]}.{o[1]}" for o in NUMBER_OPTIONS if o[2] == "int"],
+)
+def test_an_int_option_refuses_more_than_64_bits(tmp_path: Path, section: str, key: str) -> None:
+    """TOML (as Python reads it) takes integers of any size; no option does."""
+    write(tmp_path, f"[{section}]\n{key} = 99999999999999999999\n")
+    with pytest.raises(ConfigError, match=f"'{section}.{key}' in .* is out of range"):
+        load(tmp_path, env={})
+
+
+def test_lock_timeout_nan_is_one_line_on_the_command_line(tmp_path: Path) -> None:
+    """``lock_timeout = nan`` (or inf, or negative) in palace.toml: every command stops
+    with one line and exit 1, and the palace is not touched."""
+    from click.testing import CliRunner
+
+    from palace_retrievers.cli import cli
+
+    for literal in ("nan", "inf", "-1.0"):
+        write(tmp_path, f"[mining]\nlock_timeout = {literal}\n")
+        result = CliRunner().invoke(cli, ["--palace", str(tmp_path), "status"])
+        assert result.exit_code == 1, result.output
+        assert result.stderr.startswith("error: ")
+        assert result.stderr.count("\n") == 1
+        assert "mining.lock_timeout" in result.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == [CONFIG_FILE]
+
+
+def test_a_folder_named_palace_toml_is_a_config_error(tmp_path: Path) -> None:
+    """``palace.toml`` that is a directory: a ConfigError naming it, not IsADirectoryError."""
+    (tmp_path / CONFIG_FILE).mkdir()
+    with pytest.raises(ConfigError, match=r"cannot read .*palace\.toml .*must be a readable file"):
+        load(tmp_path, env={})
