@@ -12,7 +12,7 @@ A backend plugin registers a factory (``palace_register_backends``) that takes a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -68,11 +68,15 @@ class Capabilities:
         exact: Queries return the true nearest neighbours (no approximation).
         persistent: The index survives the process (otherwise it is rebuilt on open).
         derived_from_ledger: The index reads the ledger directly and needs no upserts.
+        atomic_rebuild: :meth:`VectorIndex.rebuild` builds the new content beside the
+            old and swaps it in at once: a reader (another handle, another process,
+            another machine) sees the old content or the new, never part of either.
     """
 
     exact: bool
     persistent: bool
     derived_from_ledger: bool = False
+    atomic_rebuild: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +134,21 @@ class VectorIndex(ABC):
 
     @abstractmethod
     def clear(self) -> None:
-        """Remove every entry (used by ``palace reindex`` before rebuilding)."""
+        """Remove every entry."""
+
+    def rebuild(self, *, batches: Iterable[Sequence[IndexEntry]]) -> None:
+        """Replace the whole content with the entries of ``batches`` (``palace reindex``).
+
+        ``batches`` is read once, to the end. The default clears the index and upserts
+        the batches into it, so a reader meanwhile sees it empty, then partly filled; a
+        backend that can build the new content beside the old and swap it in overrides
+        this and sets ``capabilities.atomic_rebuild``. Either way the new content takes
+        the index's current dimension and settings (a reindex after a change of model),
+        and a failure leaves an index that ``palace reindex`` can rebuild again.
+        """
+        self.clear()
+        for batch in batches:
+            self.upsert(entries=batch)
 
     @abstractmethod
     def health(self) -> Health:

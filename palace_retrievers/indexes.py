@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,37 +231,45 @@ class IndexSet:
     # -- rebuilding ---------------------------------------------------------------------
 
     def rebuild(self, *, progress: Progress | None = None) -> int:
-        """Empty every index and fill it again from the ledger; returns vectors indexed.
+        """Fill every index again from the ledger; returns vectors indexed.
 
-        An index that cannot be cleared (missing or corrupt files) is deleted with its
-        folder and created anew.
+        Each collection's index is given the ledger's entries through
+        :meth:`VectorIndex.rebuild`: a backend with ``capabilities.atomic_rebuild`` builds
+        the new index beside the old one and swaps it in, so that a reader on any machine
+        sees the old index or the new one, never part of one; the others are cleared and
+        filled. An index that cannot be opened, or whose rebuild fails (missing or corrupt
+        files), is deleted with its folder and every index is created anew and filled.
+        A failure to read the ledger is raised as it is.
         """
-        if not self._clear_all():
+        recreated = False
+        if any(self._indexes.get(collection) is None for collection in COLLECTIONS):
             self._recreate()
-        total = 0
-        for collection in COLLECTIONS:
-            index = self._indexes[collection]
-            assert index is not None  # _recreate guarantees it
-            for batch in self._ledger.iter_entries(collection):
-                index.upsert(entries=batch)
-                total += len(batch)
-                if progress is not None:
-                    progress(len(batch))
-            self._fallbacks.pop(collection, None)
-            self._check(collection)
-        return total
-
-    def _clear_all(self) -> bool:
-        for collection in COLLECTIONS:
-            index = self._indexes.get(collection)
-            if index is None:
-                return False
+            recreated = True
+        reported = 0  # progress already reported, by a pass that failed too
+        while True:
+            source = _Source(self._ledger, progress, skip=reported)
             try:
-                index.clear()
+                for collection in COLLECTIONS:
+                    index = self._indexes[collection]
+                    assert index is not None  # _recreate guarantees it
+                    index.rebuild(batches=source.batches(collection))
+                    self._fallbacks.pop(collection, None)
+                    self._check(collection)
+                return source.total
+            except ConfigError:
+                raise
             except Exception as exc:
-                log.warning("clearing the %s index failed (%s); recreating it", self.backend, exc)
-                return False
-        return True
+                if recreated or source.failed:
+                    raise
+                log.warning(
+                    "rebuilding the %s index failed (%s: %s); recreating it",
+                    self.backend,
+                    type(exc).__name__,
+                    exc,
+                )
+                reported = max(reported, source.total)
+                self._recreate()
+                recreated = True
 
     def _recreate(self) -> None:
         """Delete the backend's folder and open every collection's index from scratch."""
@@ -280,6 +288,34 @@ class IndexSet:
         for index in (*self._indexes.values(), *self._fallbacks.values()):
             if index is not None:
                 index.close()
+
+
+class _Source:
+    """The ledger's entries of each collection, in batches, for one pass of a rebuild:
+    counts them, reports them to ``progress`` (beyond the first ``skip``, which a failed
+    pass already reported), and tells a failure of the ledger from one of the index."""
+
+    def __init__(self, ledger: Ledger, progress: Progress | None, *, skip: int) -> None:
+        self._ledger = ledger
+        self._progress = progress
+        self._skip = skip
+        self.total = 0
+        self.failed = False
+
+    def batches(self, collection: str) -> Iterator[list[IndexEntry]]:
+        entries = self._ledger.iter_entries(collection)
+        while True:
+            try:
+                batch = next(entries)
+            except StopIteration:
+                return
+            except Exception:
+                self.failed = True
+                raise
+            yield batch
+            before, self.total = self.total, self.total + len(batch)
+            if self._progress is not None and self.total > self._skip:
+                self._progress(self.total - max(before, self._skip))
 
 
 def _safe_health(index: VectorIndex) -> Health:

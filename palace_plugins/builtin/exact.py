@@ -3,7 +3,8 @@
 It stores nothing itself: the ledger already holds every vector, so upserts and deletes
 only invalidate its cache. It is exact to the last rank (ties broken by id), which makes
 it the reference the approximate backends are tested against, and the fallback a palace
-uses when its configured index is unhealthy.
+uses when its configured index is unhealthy. A rebuild (``palace reindex``) changes nothing
+a reader sees: every query reads the ledger, so ``capabilities.atomic_rebuild`` holds.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from palace_retrievers.records import Filter
 class ExactIndex(VectorIndex):
     """Exact nearest neighbours over ``ledger.vector_table(collection)``."""
 
-    capabilities = Capabilities(exact=True, persistent=True, derived_from_ledger=True)
+    capabilities = Capabilities(
+        exact=True, persistent=True, derived_from_ledger=True, atomic_rebuild=True
+    )
 
     def __init__(self, context: BackendContext) -> None:
         options_check("backend", "sqlite", context.options, set())

@@ -31,10 +31,18 @@ on the owner with the wing and room, the kind, and the time serve filtered queri
 
 Inserting into an HNSW index row by row is slow (each row is linked into the graph), and
 building it over loaded rows is many times faster, so the index is built *after* a bulk
-load: ``clear()`` (what ``palace reindex`` starts with) drops the table, the rows go in
-without the index, and the index is built when the table is next checked (``health()``,
-which the palace calls when a reindex ends and when it opens) or queried, once it holds
-``index_after`` rows. From then on upserts keep the index up to date row by row.
+load. ``palace reindex`` (:meth:`PgvectorIndex.rebuild`) fills a new table beside the
+live one, ``<table>_next``, without the HNSW index, builds the index over it once it holds
+``index_after`` rows, and then swaps it in: in one transaction the live table is dropped
+and the new one (with its indexes) renamed to its name. A reader on any machine sees the
+old table or the new one, never part of one: a query that reaches the table during the
+swap waits for it and then reads the new table (PostgreSQL looks the name up again once
+the lock is granted), and a statement psycopg has prepared on the old table is planned
+again on the new one (the columns are the same). Two rebuilds of one table do not run
+at once (an advisory lock). A rebuild that fails leaves the live table as it was (and a
+``_next`` table, dropped by the next rebuild). From then on upserts keep the HNSW index up
+to date row by row; a table that grows past ``index_after`` gets its index when it is
+next checked (``health()``) or queried.
 
 Filters are a parameterised SQL ``WHERE`` evaluated inside the query. A query first counts
 (up to ``exact_below + 1``) the rows its filter passes: a selective filter goes straight to
@@ -47,9 +55,10 @@ connecting role needs the right to do so, or an administrator does it once.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -82,10 +91,15 @@ DEFAULTS: dict[str, Any] = {
     "exact_below": 2_000,
     "build_memory": "512MB",
 }
+log = logging.getLogger(__name__)
 #: pgvector's largest ``hnsw.ef_search``; a larger ``k`` is answered by an exact scan.
 MAX_EF_SEARCH = 1000
 #: Rows an upsert sends a statement.
 BATCH = 1000
+#: The suffix of the table a rebuild fills before it is swapped in.
+NEXT = "_next"
+#: The suffixes of a table's indexes (the primary key, the B-trees, the HNSW index).
+INDEX_SUFFIXES = ("_pkey", "_place", "_kind", "_ts", "_hnsw")
 
 
 class _Pools:
@@ -173,7 +187,7 @@ def _version(text: str) -> tuple[int, ...]:
 class PgvectorIndex(VectorIndex):
     """One PostgreSQL table per palace collection, searched through an HNSW index."""
 
-    capabilities = Capabilities(exact=False, persistent=True)
+    capabilities = Capabilities(exact=False, persistent=True, atomic_rebuild=True)
 
     def __init__(self, context: BackendContext) -> None:
         options = merged("pgvector", context.options, DEFAULTS, strings=("url", "build_memory"))
@@ -220,29 +234,36 @@ class PgvectorIndex(VectorIndex):
                 "`palace reindex` brings the index up to date"
             ) from exc
 
-    def _name(self, suffix: str = "") -> Any:
+    def _name(self, suffix: str = "", *, table: str | None = None) -> Any:
         from psycopg import sql
 
-        return sql.Identifier(self._table + suffix)
+        return sql.Identifier((table or self._table) + suffix)
 
     def _create(self, conn: Any, *, drop: bool) -> None:
         """Create the table and its indexes (dropping it first when ``drop``)."""
+        self._create_table(conn, self._table, drop=drop)
+        self._indexed = False
+        self._index_if_due(conn)
+
+    def _create_table(self, conn: Any, table: str, *, drop: bool) -> None:
+        """Create ``table`` and its B-tree indexes, named after it (dropping it first when
+        ``drop``), without the HNSW index."""
         from psycopg import sql
 
-        table = self._name()
+        name = self._name(table=table)
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._table,))
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
             if drop:
-                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(name))
             conn.execute(
                 sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} ("
-                    " id text PRIMARY KEY,"
+                    " id text CONSTRAINT {} PRIMARY KEY,"
                     " wing text NOT NULL, room text NOT NULL, user_id text NOT NULL,"
                     " kind text NOT NULL, ts double precision NOT NULL,"
                     " meta jsonb NOT NULL DEFAULT '{{}}'::jsonb,"
                     " embedding vector({}) NOT NULL)"
-                ).format(table, sql.Literal(self._dimension))
+                ).format(name, self._name("_pkey", table=table), sql.Literal(self._dimension))
             )
             for suffix, columns in (
                 ("_place", ("user_id", "wing", "room")),
@@ -251,31 +272,34 @@ class PgvectorIndex(VectorIndex):
             ):
                 conn.execute(
                     sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} ({})").format(
-                        self._name(suffix),
-                        table,
+                        self._name(suffix, table=table),
+                        name,
                         sql.SQL(", ").join(sql.Identifier(c) for c in columns),
                     )
                 )
-        self._indexed = False
-        self._index_if_due(conn)
 
     def _index_if_due(self, conn: Any) -> bool:
         """Build the HNSW index if it is missing and the table holds ``index_after`` rows;
         whether the table has the index."""
-        from psycopg import sql
-
         if self._indexed:
             return True
+        self._indexed = self._build_index_if_due(conn, self._table)
+        return self._indexed
+
+    def _build_index_if_due(self, conn: Any, table: str) -> bool:
+        """Build ``table``'s HNSW index if it is missing and the table holds
+        ``index_after`` rows; whether the table has the index."""
+        from psycopg import sql
+
         row = conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL", (_quoted(self._table + "_hnsw"),)
+            "SELECT to_regclass(%s) IS NOT NULL", (_quoted(table + "_hnsw"),)
         ).fetchone()
         if row and row[0]:
-            self._indexed = True
             return True
-        if self._index_after > 0 and self._count(conn) < self._index_after:
+        if self._index_after > 0 and self._count(conn, table) < self._index_after:
             return False
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._table,))
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
             conn.execute(
                 sql.SQL("SET LOCAL maintenance_work_mem = {}").format(
                     sql.Literal(self._build_memory)
@@ -286,22 +310,22 @@ class PgvectorIndex(VectorIndex):
                     "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
                     " WITH (m = {}, ef_construction = {})"
                 ).format(
-                    self._name("_hnsw"),
-                    self._name(),
+                    self._name("_hnsw", table=table),
+                    self._name(table=table),
                     sql.Literal(self._m),
                     sql.Literal(self._ef_construction),
                 )
             )
         # Fresh statistics, or the planner (guessing a few rows) sorts every row by
         # distance instead of walking the new index.
-        conn.execute(sql.SQL("ANALYZE {}").format(self._name()))
-        self._indexed = True
+        conn.execute(sql.SQL("ANALYZE {}").format(self._name(table=table)))
         return True
 
-    def _count(self, conn: Any) -> int:
+    def _count(self, conn: Any, table: str | None = None) -> int:
         from psycopg import sql
 
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(self._name())).fetchone()
+        statement = sql.SQL("SELECT count(*) FROM {}").format(self._name(table=table))
+        row = conn.execute(statement).fetchone()
         return int(row[0]) if row else 0
 
     def _stored_dimension(self, conn: Any) -> int | None:
@@ -316,6 +340,11 @@ class PgvectorIndex(VectorIndex):
     # -- the contract -------------------------------------------------------------------
 
     def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
+        with self._connection() as conn:
+            self._insert(conn, self._table, entries)
+
+    def _insert(self, conn: Any, table: str, entries: Sequence[IndexEntry]) -> None:
+        """Insert or replace ``entries`` in ``table``, a transaction per :data:`BATCH`."""
         from psycopg import sql
         from psycopg.types.json import Jsonb
 
@@ -325,25 +354,24 @@ class PgvectorIndex(VectorIndex):
             " ON CONFLICT (id) DO UPDATE SET wing = EXCLUDED.wing, room = EXCLUDED.room,"
             " user_id = EXCLUDED.user_id, kind = EXCLUDED.kind, ts = EXCLUDED.ts,"
             " meta = EXCLUDED.meta, embedding = EXCLUDED.embedding"
-        ).format(self._name())
-        with self._connection() as conn:
-            for start in range(0, len(entries), BATCH):
-                batch = entries[start : start + BATCH]
-                rows = [
-                    (
-                        e.id,
-                        e.wing,
-                        e.room,
-                        e.user_id,
-                        e.kind,
-                        float(e.timestamp),
-                        Jsonb({"source": e.source}),
-                        np.asarray(e.vector, dtype=np.float32),
-                    )
-                    for e in batch
-                ]
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.executemany(statement, rows)
+        ).format(self._name(table=table))
+        for start in range(0, len(entries), BATCH):
+            batch = entries[start : start + BATCH]
+            rows = [
+                (
+                    e.id,
+                    e.wing,
+                    e.room,
+                    e.user_id,
+                    e.kind,
+                    float(e.timestamp),
+                    Jsonb({"source": e.source}),
+                    np.asarray(e.vector, dtype=np.float32),
+                )
+                for e in batch
+            ]
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(statement, rows)
 
     def delete(self, *, ids: Sequence[str]) -> None:
         if not ids:
@@ -423,6 +451,46 @@ class PgvectorIndex(VectorIndex):
         # current dimension and HNSW settings, for a reindex after a change of model.
         with self._connection() as conn:
             self._create(conn, drop=True)
+
+    def rebuild(self, *, batches: Iterable[Sequence[IndexEntry]]) -> None:
+        """Fill ``<table>_next`` with ``batches``, build its HNSW index if it is due, then
+        swap it in (see the module's docstring)."""
+        fresh = self._table + NEXT
+        with self._connection() as conn:
+            # A session lock held while the new table fills: a second rebuild of this table
+            # (another machine's `palace reindex`) waits for this one instead of sharing
+            # the table being filled.
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (fresh,))
+            try:
+                self._create_table(conn, fresh, drop=True)
+                for batch in batches:
+                    self._insert(conn, fresh, batch)
+                indexed = self._build_index_if_due(conn, fresh)
+                self._swap(conn, fresh)
+                self._indexed = indexed
+            finally:
+                try:
+                    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (fresh,))
+                except Exception as exc:  # a broken connection has dropped the lock with it
+                    log.debug("releasing the rebuild lock of %s failed: %s", fresh, exc)
+
+    def _swap(self, conn: Any, fresh: str) -> None:
+        """In one transaction, drop the live table and give ``fresh`` (and its indexes)
+        its name."""
+        from psycopg import sql
+
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._table,))
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self._name()))
+            conn.execute(
+                sql.SQL("ALTER TABLE {} RENAME TO {}").format(self._name(table=fresh), self._name())
+            )
+            for suffix in INDEX_SUFFIXES:
+                conn.execute(
+                    sql.SQL("ALTER INDEX IF EXISTS {} RENAME TO {}").format(
+                        self._name(suffix, table=fresh), self._name(suffix)
+                    )
+                )
 
     def health(self) -> Health:
         try:

@@ -8,6 +8,7 @@ concurrent readers), not a model, and synthetic vectors make every expected answ
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -163,6 +164,8 @@ class BackendTests:
     batch_size: ClassVar[int] = 3000
     #: How many threads query at once in the concurrent-reader tests.
     readers: ClassVar[int] = 4
+    #: Entries in the index a reader queries while it is rebuilt.
+    rebuild_size: ClassVar[int] = 600
 
     # -- fixtures -----------------------------------------------------------------------
 
@@ -466,6 +469,85 @@ class BackendTests:
         self.put(ledger, wider, [entry(f"w{i}", v) for i, v in enumerate(vectors)])
         assert wider.count() == 3
         assert self.ids(wider.query(vector=vectors[1], k=1, where=Filter())) == ["w1"]
+
+    def test_rebuild_replaces_the_content(self, index: VectorIndex, ledger: Ledger) -> None:
+        """``rebuild`` (what ``palace reindex`` calls) leaves exactly the entries it was
+        given, whatever the index held before."""
+        old = [entry(f"old{i}", v) for i, v in enumerate(synthetic_vectors(8, seed=26))]
+        self.put(ledger, index, old)
+        ledger.delete_drawers([e.id for e in old])
+        new = [entry(f"new{i:02d}", v) for i, v in enumerate(synthetic_vectors(30, seed=27))]
+        vectors = np.stack([e.vector for e in new]).astype(np.float32)
+        ledger.upsert_drawers([_drawer(e) for e in new], vectors, model="synthetic")
+        index.rebuild(batches=(new[start : start + 7] for start in range(0, len(new), 7)))
+        assert index.count() == len(new)
+        assert index.health().ok
+        for target in (0, 13, 29):
+            found = self.ids(index.query(vector=vectors[target], k=5, where=Filter()))
+            assert found == brute_force(new, vectors[target], 5, Filter())
+        # The index goes on taking writes after a rebuild.
+        self.put(ledger, index, [entry("later", synthetic_vectors(1, seed=28)[0])])
+        assert index.count() == len(new) + 1
+
+    def test_rebuild_accepts_another_dimension(
+        self, open_index: Callable[..., VectorIndex], ledger: Ledger
+    ) -> None:
+        """``palace reindex`` after a change of embedding model: the index opened with the
+        new dimension over the old vectors is rebuilt from the re-embedded ledger."""
+        old = open_index()
+        self.put(ledger, old, [entry(f"e{i}", v) for i, v in enumerate(synthetic_vectors(3))])
+        old.close()
+        wider = open_index(dimension=DIMENSION * 2)
+        ledger.delete_drawers(["e0", "e1", "e2"])
+        vectors = synthetic_vectors(3, dimension=DIMENSION * 2, seed=29)
+        fresh = [entry(f"w{i}", v) for i, v in enumerate(vectors)]
+        ledger.upsert_drawers([_drawer(e) for e in fresh], vectors, model="synthetic")
+        wider.rebuild(batches=[fresh])
+        assert wider.count() == 3
+        assert self.ids(wider.query(vector=vectors[1], k=1, where=Filter())) == ["w1"]
+
+    def test_a_rebuild_is_never_seen_half_done(
+        self, open_index: Callable[..., VectorIndex], ledger: Ledger
+    ) -> None:
+        """While one handle rebuilds the index from the ledger (another process's, or
+        another machine's, ``palace reindex``), a reader on another handle gets the full,
+        right answer to every query: the old index or the new one, never an empty or a
+        partly filled one. Only for a backend with ``capabilities.atomic_rebuild``."""
+        builder = open_index()
+        if not type(builder).capabilities.atomic_rebuild:
+            pytest.skip("the backend does not rebuild atomically (clear, then upsert)")
+        reader = open_index()
+        vectors = synthetic_vectors(self.rebuild_size, seed=30)
+        wings = ("north", "south")
+        entries = [entry(f"r{i:04d}", v, wing=wings[i % 2]) for i, v in enumerate(vectors)]
+        self.put(ledger, builder, entries)
+        targets = list(range(0, len(entries), max(1, len(entries) // 25)))
+        filters = (Filter(), Filter(wing="south"))
+        expected = {
+            (t, f): brute_force(entries, vectors[t], 5, where)
+            for t in targets
+            for f, where in enumerate(filters)
+        }
+        for (t, f), ids in expected.items():  # the reader is warm before the rebuild
+            assert self.ids(reader.query(vector=vectors[t], k=5, where=filters[f])) == ids
+
+        def batches() -> Iterator[list[IndexEntry]]:
+            for batch in ledger.iter_entries("drawers", batch_size=50):
+                time.sleep(0.01)  # a reindex that lasts, for the reader to run during it
+                yield batch
+
+        during = 0
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            rebuilt = pool.submit(builder.rebuild, batches=batches())
+            while not rebuilt.done() or during < 20:
+                for (t, f), ids in expected.items():
+                    found = self.ids(reader.query(vector=vectors[t], k=5, where=filters[f]))
+                    assert found == ids, f"query {t} {filters[f]} during the rebuild"
+                    during += 1
+            rebuilt.result()
+        assert builder.count() == reader.count() == len(entries)
+        for (t, f), ids in expected.items():
+            assert self.ids(reader.query(vector=vectors[t], k=5, where=filters[f])) == ids
 
     def test_health(self, index: VectorIndex, ledger: Ledger) -> None:
         vectors = synthetic_vectors(6, seed=15)
