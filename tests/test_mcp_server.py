@@ -4,6 +4,9 @@
 HTTP, each on its own copy of a palace built with the real model and real Chroma, bound
 to user ``u1``. The stdio session is scripted once (one server start) and each test reads
 what it needs from its record; the HTTP server is shared by the module's HTTP tests.
+The Host-header and token-rule tests drive the HTTP app in process (Starlette's
+TestClient) on a palace with the FAKE embedder: they are about who is refused, not about
+what search finds.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from starlette.testclient import TestClient
 
-from palace_retrievers import Palace
+from palace_retrievers import Palace, mcp_server
 from palace_retrievers.cli import cli
 from palace_retrievers.embedder import Embedder
+from palace_retrievers.errors import ConfigError
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +54,7 @@ TOOLS = {
     "context",
     "status",
 }
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-mcp-token-0042"
 CAT = "Alice adopted a grey cat called Miso in May.\nShe feeds her twice a day, at 7 and 19."
 
 
@@ -368,3 +373,78 @@ def test_http_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) 
     assert result.exit_code == 1
     assert "give a bearer token with --token or PALACE_MCP_TOKEN" in result.stderr
     assert not (tmp_path / "none").exists()  # refused before the palace was opened
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "palace-tests", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def test_http_accepts_the_bearer_scheme_in_any_case(http_url: str) -> None:
+    """RFC 7235: the auth scheme is case-insensitive; the token itself is not."""
+    for scheme in ("bearer", "BEARER", "BeArEr", "Bearer"):
+        headers = {**MCP_HEADERS, "Authorization": f"{scheme} {TOKEN}"}
+        response = httpx2.post(http_url, json=INITIALIZE, headers=headers, timeout=30)
+        assert response.status_code == 200, (scheme, response.text)
+        assert "serverInfo" in response.text
+    for auth in (f"bearer {TOKEN.upper()}", f"Basic {TOKEN}", f"Bearer{TOKEN}", f"bearer x{TOKEN}"):
+        headers = {**MCP_HEADERS, "Authorization": auth}
+        response = httpx2.post(http_url, json=INITIALIZE, headers=headers, timeout=30)
+        assert response.status_code == 401, auth
+
+
+def test_http_refuses_a_foreign_host_whatever_address_it_listens_on(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """DNS rebinding: on 127.0.0.2 (which the SDK's own check does not cover) or on a
+    named host, a request whose Host is another site gets 421 and never reaches a tool;
+    loopback names and the address listened on are served. The FAKE embedder is enough:
+    this is about the Host header, not about search."""
+    palace = open_palace(tmp_path / "palace", backend="sqlite")
+    server = mcp_server.build_server(palace, user_id="u1")
+    cases = [
+        ("127.0.0.2", None, {}),
+        ("mcp.lan", TOKEN, {"Authorization": f"Bearer {TOKEN}"}),
+    ]
+    for host, token, auth in cases:
+        app = mcp_server.http_app(server, host=host, token=token)
+        with TestClient(app, base_url=f"http://{host}:8766") as client:
+            headers = {**MCP_HEADERS, **auth}
+            for foreign in ("rebind.evil.example:8766", "evil.example", "127.0.0.2.evil.example"):
+                refused = client.post("/mcp", json=INITIALIZE, headers={**headers, "Host": foreign})
+                assert refused.status_code == 421, (host, foreign)
+                assert "serverInfo" not in refused.text
+            evil_origin = {**headers, "Origin": "http://rebind.evil.example:8766"}
+            assert client.post("/mcp", json=INITIALIZE, headers=evil_origin).status_code == 403
+            for allowed in (f"{host}:8766", host, "localhost:8766", "[::1]:8766"):
+                served = client.post("/mcp", json=INITIALIZE, headers={**headers, "Host": allowed})
+                assert served.status_code == 200, (host, allowed, served.text)
+                assert "serverInfo" in served.text
+
+
+@pytest.mark.parametrize("weak", ["x", " ", " " * 24, "fifteen-chars-x", "has a space in it!"])
+def test_a_weak_bearer_token_is_refused_at_start(tmp_path: Path, weak: str) -> None:
+    """A one-character, blank or whitespace token is refused before the palace is opened:
+    a ConfigError from Python, one line on stderr and exit code 1 from the CLI."""
+    with pytest.raises(ConfigError, match="at least 16 printable ASCII characters"):
+        mcp_server.check_bind("127.0.0.1", weak)
+    with pytest.raises(ConfigError, match="bearer token"):
+        mcp_server.BearerToken(lambda scope, receive, send: None, weak)  # type: ignore[arg-type]
+    for host in ("127.0.0.1", "0.0.0.0"):
+        result = CliRunner().invoke(
+            cli,
+            ["--palace", str(tmp_path / "none"), "mcp", "--http", "--host", host, "--token", weak],
+        )
+        assert result.exit_code == 1, result.stderr
+        assert result.stderr.startswith("error: the bearer token ")
+        assert result.stderr.count("\n") == 1
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "none").exists()

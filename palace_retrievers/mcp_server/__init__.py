@@ -8,8 +8,9 @@ Search discloses progressively, as claude-mem does: ``search`` returns a compact
 (id, date, first line, score) and ``get_drawer`` the full text of the ids worth reading.
 
 Transports: stdio (the default; only protocol on stdout, logs on stderr) and streamable
-HTTP (:func:`serve_http`), bound to 127.0.0.1 unless told otherwise and guarded by a
-bearer token, which is required when the server listens beyond loopback.
+HTTP (:func:`serve_http`), bound to 127.0.0.1 unless told otherwise, answering only to a
+loopback ``Host`` or the one it listens on, and guarded by a bearer token, which is
+required when the server listens beyond loopback.
 """
 
 from palace_retrievers.mcp_server.tools import build_server
@@ -17,6 +18,7 @@ from palace_retrievers.mcp_server.transports import (
     DEFAULT_PORT,
     BearerToken,
     check_bind,
+    http_app,
     is_loopback,
     serve_http,
     serve_stdio,
@@ -27,6 +29,7 @@ __all__ = [
     "BearerToken",
     "build_server",
     "check_bind",
+    "http_app",
     "is_loopback",
     "serve_http",
     "serve_stdio",
