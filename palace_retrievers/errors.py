@@ -53,3 +53,19 @@ class PalaceBusyError(PalaceError):
 
 class MemoryNotFoundError(PalaceError):
     """No memory with that id belongs to the user asked for (or it was deleted)."""
+
+
+class MemoryConflictError(PalaceError):
+    """A memory decision was overtaken: the owner's memories changed (on another machine,
+    or in another process) between reading them and writing the decision; nothing was
+    written. Remembering decides again."""
+
+
+class StorageFullError(PalaceError):
+    """The disk filled up while the palace was writing: the write was rolled back whole,
+    and what was written before is kept."""
+
+
+class PalaceReadOnlyError(PalaceError):
+    """The palace's folder or ledger cannot be written (read-only files, folder or mount):
+    reading works, writing does not."""

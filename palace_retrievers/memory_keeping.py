@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from palace_retrievers.errors import InvalidQueryError, MemoryNotFoundError
+from palace_retrievers.errors import InvalidQueryError, MemoryConflictError, MemoryNotFoundError
 from palace_retrievers.memories import GC_REASONS, GcReport, Memory, MemoryEvent
 from palace_retrievers.memory_checks import (
     Time,
@@ -41,6 +41,12 @@ from palace_retrievers.memory_checks import (
     check_text,
 )
 from palace_retrievers.records import utc
+
+T = TypeVar("T")
+#: An owner and their memory mark (see ``MemoryStore.memory_mark``).
+Mark = tuple[str | None, int]
+#: How often a memory decision overtaken by another writer is decided again.
+CONFLICT_RETRIES = 20
 
 if TYPE_CHECKING:
     from palace_retrievers.config import MemoryConfig
@@ -66,6 +72,23 @@ class MemoryKeeping:
         def _confirm(
             self, memory: Memory, at: datetime
         ) -> tuple[Memory, list[Memory], list[MemoryEvent]]: ...
+
+    def _decided(self, operation: str, user_id: str | None, act: Callable[[Mark], T]) -> T:
+        """``act(mark)`` under the writer lock, ``mark`` being the owner's memory mark
+        read first; decided again when its write finds the mark moved (another process
+        or machine changed the owner's memories in between: see
+        :meth:`~palace_retrievers.ledger.memory_store.MemoryStore.save_memories`)."""
+        for _attempt in range(CONFLICT_RETRIES):
+            with self._writing(operation):
+                mark = (user_id, self._ledger.memory_mark(user_id))
+                try:
+                    return act(mark)
+                except MemoryConflictError:
+                    continue
+        raise MemoryConflictError(
+            f"the memories of {user_id or 'the unowned'} kept changing during this "
+            f"{operation} ({CONFLICT_RETRIES} tries); nothing was written"
+        )
 
     # -- reading ------------------------------------------------------------------------
 
@@ -171,7 +194,8 @@ class MemoryKeeping:
         new_tags = check_strings(tags, "tags") if tags is not None else None
         new_kind = check_kind(kind) if kind is not None else None
         vector = self._embed([new_text])[0] if new_text is not None else None
-        with self._writing("edit memory"):
+
+        def act(mark: Mark) -> Memory:
             old = self.get(memory_id_, user_id=user_id)
             at = datetime.now(UTC)
             changes: dict[str, Any] = {}
@@ -201,9 +225,13 @@ class MemoryKeeping:
                 },
             )
             vectors = {new.id: vector} if vector is not None and "text" in changes else None
-            self._ledger.save_memories([new], vectors=vectors, model=self._model, events=[event])
+            self._ledger.save_memories(
+                [new], vectors=vectors, model=self._model, events=[event], if_mark=mark
+            )
             self._sync_index()
             return new
+
+        return self._decided("edit memory", user_id, act)
 
     def _set_status(
         self, memory: Memory, status: str, event: str, at: datetime, **detail: Any
@@ -227,7 +255,8 @@ class MemoryKeeping:
         the same: a deleted memory is never recalled, not even for a question about the
         past (which does recall what gc archived for being superseded).
         """
-        with self._writing("delete memory"):
+
+        def act(mark: Mark) -> Memory:
             old = self.get(memory_id_, user_id=user_id)
             if old.status == "archived":
                 archiving = [
@@ -237,12 +266,14 @@ class MemoryKeeping:
                     _, event = self._set_status(
                         old, "archived", "delete", datetime.now(UTC), soft=True
                     )
-                    self._ledger.save_memories([old], events=[event])  # the record unchanged
+                    self._ledger.save_memories([old], events=[event], if_mark=mark)  # unchanged
                 return old
             new, event = self._set_status(old, "archived", "delete", datetime.now(UTC), soft=True)
-            self._ledger.save_memories([new], events=[event])
+            self._ledger.save_memories([new], events=[event], if_mark=mark)
             self._sync_index()
             return new
+
+        return self._decided("delete memory", user_id, act)
 
     def restore(self, memory_id_: str, *, user_id: str | None) -> Memory:
         """Bring an archived memory back: ``active``, or ``superseded`` again when it had
@@ -253,13 +284,16 @@ class MemoryKeeping:
         Raises:
             InvalidQueryError: the memory is neither archived nor pending.
         """
-        with self._writing("restore memory"):
+
+        def act(mark: Mark) -> Memory:
             old = self.get(memory_id_, user_id=user_id)
             at = datetime.now(UTC)
             if old.status == "pending":
                 new, event = self._set_status(old, "active", "restore", at, confirmed=True)
                 new, superseded, events = self._confirm(new, at)
-                self._ledger.save_memories([new, *superseded], events=[event, *events])
+                self._ledger.save_memories(
+                    [new, *superseded], events=[event, *events], if_mark=mark
+                )
                 self._sync_index()
                 return new
             if old.status != "archived":
@@ -272,9 +306,11 @@ class MemoryKeeping:
             new, event = self._set_status(old, status, "restore", at)
             if status == "active":
                 new = replace(new, superseded_by=None)
-            self._ledger.save_memories([new], events=[event])
+            self._ledger.save_memories([new], events=[event], if_mark=mark)
             self._sync_index()
             return new
+
+        return self._decided("restore memory", user_id, act)
 
     def forget(self, ids: Iterable[str], *, user_id: str | None) -> int:
         """Delete the owner's memories among ``ids`` for good (their history stays, with a

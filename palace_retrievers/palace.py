@@ -52,7 +52,7 @@ from palace_retrievers.remembering import Remembering
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.sources import PALACE_SETTINGS
 from palace_retrievers.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
-from palace_retrievers.writer_lock import LONG_WRITES, WriterLock
+from palace_retrievers.writer_lock import LONG_WRITES
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class Palace(PalaceMemories):
         self.indexes = indexes
         self._extractor: ClosetExtractor | None = None
         self._memory_extractor: MemoryExtractor | None = None
-        self._writer = WriterLock(path)
+        self._writer = ledger.writer_lock(path)
         # What searches ask of an owner, per ledger generation (see _owner_state).
         self._state_generation = -1
         self._owner_states: dict[tuple[str, str | None], bool] = {}
@@ -296,7 +296,7 @@ class Palace(PalaceMemories):
     def _long_write_elsewhere(self) -> bool:
         """Whether another process holds the writer lock for a long write."""
         holder = self._writer.holder()
-        if holder is None or holder.pid == os.getpid() or holder.operation not in LONG_WRITES:
+        if holder is None or holder.is_this_process or holder.operation not in LONG_WRITES:
             return False
         try:
             with self._writer.hold("check", timeout=0.0):

@@ -54,7 +54,7 @@ import numpy.typing as npt
 from palace_retrievers import memory_match, pair_model, pair_reader
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Vectors
-from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.errors import InvalidQueryError, MemoryConflictError
 from palace_retrievers.ids import digest
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.memory_store import CURRENT
@@ -70,7 +70,7 @@ from palace_retrievers.memory_checks import (
     check_text,
     check_ttl,
 )
-from palace_retrievers.memory_keeping import MemoryKeeping
+from palace_retrievers.memory_keeping import CONFLICT_RETRIES, MemoryKeeping
 from palace_retrievers.records import utc
 
 log = logging.getLogger(__name__)
@@ -213,40 +213,85 @@ class Remembering(MemoryKeeping):
             # other writers do not wait for the embedder and the reader; under the lock
             # the candidates are read again and only pairs new since then are judged.
             self._verdicts(match, text, slot, vector, user_id, judged)
-        with self._writing("remember"):
-            self._claim_model()
-            verdicts = self._verdicts(match, text, slot, vector, user_id, judged)
-            duplicate = next((m for m, v, _ in verdicts if v == "duplicate"), None)
-            if duplicate is not None:
-                sim = next(s for m, _, s in verdicts if m is duplicate)
-                return self._repeat(
-                    duplicate, text, importance, tags, sources, life, status, at, sim
-                )
-            memory = Memory(
-                id=self._free_id(user_id, text, at),
-                text=text,
-                kind=kind,
-                importance=importance,
-                tags=tags,
-                user_id=user_id,
-                agent_id=agent_id,
-                session_id=session_id,
-                wing=wing,
-                room=room,
-                source_ids=sources,
-                slot=slot,
-                origin=origin,
-                created_at=at,
-                updated_at=at,
-                expires_at=at + life if life is not None else None,
-                status=status,
-                status_at=at,
-                metadata=dict(metadata or {}),
+        for _attempt in range(CONFLICT_RETRIES):
+            with self._writing("remember"):
+                self._claim_model()
+                # What was current when the decision was read; the write checks it is
+                # still so (another process's queued write, or a machine sharing the
+                # ledger, may have changed the owner's memories in between).
+                mark = (user_id, self._ledger.memory_mark(user_id))
+                verdicts = self._verdicts(match, text, slot, vector, user_id, judged)
+                try:
+                    result = self._decide(
+                        verdicts,
+                        text,
+                        vector,
+                        at,
+                        mark,
+                        importance=importance,
+                        tags=tags,
+                        sources=sources,
+                        life=life,
+                        status=status,
+                        fields={
+                            "kind": kind,
+                            "user_id": user_id,
+                            "agent_id": agent_id,
+                            "session_id": session_id,
+                            "wing": wing,
+                            "room": room,
+                            "slot": slot,
+                            "origin": origin,
+                            "metadata": dict(metadata or {}),
+                        },
+                    )
+                except MemoryConflictError:
+                    continue  # decide again on what is current now
+                self._sync_index()
+                return result
+        raise MemoryConflictError(
+            f"the memories of {user_id or 'the unowned'} kept changing while this one was "
+            f"decided ({CONFLICT_RETRIES} tries); nothing was written"
+        )
+
+    def _decide(
+        self,
+        verdicts: list[tuple[Memory, str, float]],
+        text: str,
+        vector: npt.NDArray[np.float32],
+        at: datetime,
+        mark: tuple[str | None, int],
+        *,
+        importance: float,
+        tags: tuple[str, ...],
+        sources: tuple[str, ...],
+        life: timedelta | None,
+        status: str,
+        fields: dict[str, Any],
+    ) -> Remembered:
+        """Act on the verdicts: raise the duplicate, or file the memory superseding what
+        it updates; written only if the owner's ``mark`` still holds."""
+        duplicate = next((m for m, v, _ in verdicts if v == "duplicate"), None)
+        if duplicate is not None:
+            sim = next(s for m, _, s in verdicts if m is duplicate)
+            return self._repeat(
+                duplicate, text, importance, tags, sources, life, status, at, sim, mark
             )
-            updates = [m for m, v, _ in verdicts if v == "update"]
-            result = self._file(memory, updates, vector, at)
-            self._sync_index()
-            return result
+        memory = Memory(
+            id=self._free_id(fields["user_id"], text, at),
+            text=text,
+            importance=importance,
+            tags=tags,
+            source_ids=sources,
+            created_at=at,
+            updated_at=at,
+            expires_at=at + life if life is not None else None,
+            status=status,
+            status_at=at,
+            **fields,
+        )
+        updates = [m for m, v, _ in verdicts if v == "update"]
+        return self._file(memory, updates, vector, at, mark)
 
     def _verdicts(
         self,
@@ -411,6 +456,7 @@ class Remembering(MemoryKeeping):
         status: str,
         at: datetime,
         similarity: float,
+        mark: tuple[str | None, int] | None = None,
     ) -> Remembered:
         """The duplicate case: raise the existing memory instead of filing a new one."""
         expires = old.expires_at
@@ -444,8 +490,7 @@ class Remembering(MemoryKeeping):
         if activate:
             new, superseded, more = self._confirm(new, at)
             events += more
-        self._ledger.save_memories([new, *superseded], events=events)
-        self._sync_index()
+        self._ledger.save_memories([new, *superseded], events=events, if_mark=mark)
         return Remembered(memory=new, action="duplicate", previous=old)
 
     def _confirm(
@@ -475,8 +520,11 @@ class Remembering(MemoryKeeping):
         updates: Sequence[Memory],
         vector: npt.NDArray[np.float32],
         at: datetime,
+        mark: tuple[str | None, int] | None = None,
     ) -> Remembered:
-        """File a new memory, superseding ``updates`` (or superseded by the newest).
+        """File a new memory, superseding ``updates`` (or superseded by the newest);
+        written only if the owner's ``mark`` still holds (see
+        :meth:`~palace_retrievers.ledger.memory_store.MemoryStore.save_memories`).
 
         A ``pending`` memory supersedes only pending ones: the active memories it updates
         stay current until it is confirmed (:meth:`restore`, or told again as active),
@@ -496,7 +544,9 @@ class Remembering(MemoryKeeping):
                 new_status="superseded",
                 detail={"superseded_by": current.id, "older_than_current": True},
             )
-            self._ledger.save_memories([filed], vectors=vectors, model=self._model, events=[event])
+            self._ledger.save_memories(
+                [filed], vectors=vectors, model=self._model, events=[event], if_mark=mark
+            )
             return Remembered(memory=filed, action="updated", previous=current)
         if memory.status == "pending":
             waiting = [m.id for m in updates if m.status == "active"]
@@ -520,7 +570,7 @@ class Remembering(MemoryKeeping):
             *(supersede_event(old, memory, at) for old in updates),
         ]
         self._ledger.save_memories(
-            [memory, *superseded], vectors=vectors, model=self._model, events=events
+            [memory, *superseded], vectors=vectors, model=self._model, events=events, if_mark=mark
         )
         if updates:
             return Remembered(

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from palace_plugins.testing.backends import synthetic_vectors
-from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.errors import InvalidQueryError, MemoryConflictError
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.memories import Memory, MemoryEvent
 
@@ -288,6 +288,35 @@ class MemoryStoreTests:
         assert ledger.get_memories(["a", "b"])[0].id == "b"
         assert [e.event for e in ledger.memory_history("a")] == ["add", "delete"]
         assert ledger.memory_history("missing") == []
+
+    def test_a_save_under_a_moved_mark_writes_nothing(self, ledger: Ledger) -> None:
+        """``if_mark``: a decision read under one mark is written only while it holds."""
+        assert ledger.memory_mark("u1") == 0
+        ledger.save_memories(
+            [memory("a", "deploy on Monday", user_id="u1")],
+            events=[event("a", "add", user_id="u1", new_text="deploy on Monday")],
+            if_mark=("u1", 0),
+        )
+        mark = ledger.memory_mark("u1")
+        assert mark > 0
+        assert ledger.memory_mark("u2") == 0  # another owner's mark does not move
+        # Another writer supersedes "a" meanwhile: the mark moves.
+        ledger.save_memories(
+            [memory("a", "deploy on Monday", user_id="u1", status="superseded")],
+            events=[event("a", "supersede", user_id="u1", detail={"superseded_by": "b"})],
+        )
+        assert ledger.memory_mark("u1") > mark
+        with pytest.raises(MemoryConflictError):
+            ledger.save_memories(
+                [
+                    memory("c", "deploy on Friday", user_id="u1"),
+                    memory("a", "deploy on Monday", user_id="u1", status="superseded"),
+                ],
+                events=[event("a", "supersede", user_id="u1", detail={"superseded_by": "c"})],
+                if_mark=("u1", mark),
+            )
+        assert ledger.get_memories(["c"]) == []
+        assert [e.detail.get("superseded_by") for e in ledger.memory_history("a")] == [None, "b"]
 
     def test_memory_histories_is_memory_history_per_id(self, ledger: Ledger) -> None:
         ledger.save_memories(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +23,7 @@ from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger.graph_store import GraphStore
 from palace_retrievers.ledger.memory_store import MemoryStore
 from palace_retrievers.records import Drawer, Filter
+from palace_retrievers.writer_lock import PalaceLock, WriterLock
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,12 @@ class Ledger(MemoryStore, GraphStore, ABC):
     @abstractmethod
     def schema_version(self) -> int:
         """The schema version the ledger is at."""
+
+    def writer_lock(self, palace_dir: Path) -> PalaceLock:
+        """The palace's writer lock (see :mod:`palace_retrievers.writer_lock`): a file in
+        ``palace_dir`` by default; a ledger that machines share hands out a lock that
+        excludes writers on every machine."""
+        return WriterLock(palace_dir)
 
     @abstractmethod
     def get_meta(self, key: str) -> str | None:

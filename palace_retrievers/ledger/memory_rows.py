@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from palace_retrievers.errors import MemoryConflictError
 from palace_retrievers.memories import Memory, MemoryEvent
 
 MEMORY_COLUMNS = (
@@ -195,3 +196,15 @@ def in_order(ids: Sequence[str], found: Iterable[T], key: Callable[[T], str]) ->
     """The ``found`` records in the order of ``ids`` (ids not found are left out)."""
     by_id = {key(item): item for item in found}
     return [by_id[i] for i in ids if i in by_id]
+
+
+#: The owner's memory mark (:meth:`MemoryStore.memory_mark`), ``{p}`` the placeholder.
+MARK_SQL = "SELECT coalesce(max(seq), 0) FROM memory_history WHERE user_id = {p}"
+
+
+def mark_conflict(user_id: str | None, expected: int, found: int) -> MemoryConflictError:
+    """The error of a write whose owner's mark moved from ``expected`` to ``found``."""
+    return MemoryConflictError(
+        f"the memories of {user_id or 'the unowned'} changed while deciding "
+        f"(history {expected} -> {found}); nothing was written"
+    )

@@ -37,14 +37,27 @@ class MemoryStore(ABC):
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
         model: str | None = None,
         events: Sequence[MemoryEvent] = (),
+        if_mark: tuple[str | None, int] | None = None,
     ) -> None:
         """Insert or replace ``memories`` by id (every field) and append ``events`` to the
         history, all in one transaction.
+
+        ``if_mark=(user_id, mark)``: write only if :meth:`memory_mark` of that owner is
+        still ``mark``, checked inside the transaction; otherwise write nothing and raise
+        :class:`~palace_retrievers.errors.MemoryConflictError`. A decision read under a
+        mark (what to supersede, whether it is a duplicate) is written only while it is
+        still right, whichever process or machine wrote in between.
 
         A memory's stored vector is replaced when ``vectors`` has its id, and kept
         otherwise; a new memory without a vector is stored without one (and is then not
         in the vector index).
         """
+
+    @abstractmethod
+    def memory_mark(self, user_id: str | None) -> int:
+        """The owner's newest history event (its sequence number; 0 before any). Every
+        change of a memory's text or status appends an event, so the mark moves with
+        any change a memory decision depends on."""
 
     @abstractmethod
     def get_memories(self, ids: Sequence[str]) -> list[Memory]:

@@ -43,9 +43,11 @@ from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.postgres_closets import PostgresClosetStore
 from palace_retrievers.ledger.postgres_connection import PostgresConnection, PostgresOptions
 from palace_retrievers.ledger.postgres_graph import PostgresGraphStore
+from palace_retrievers.ledger.postgres_lock import AdvisoryWriterLock
 from palace_retrievers.ledger.postgres_memories import PostgresMemoryStore
 from palace_retrievers.ledger.postgres_text import clean
 from palace_retrievers.records import Drawer, Filter
+from palace_retrievers.writer_lock import PalaceLock
 
 if TYPE_CHECKING:
     import psycopg
@@ -169,6 +171,11 @@ class PostgresLedger(
 
     def __repr__(self) -> str:
         return f"PostgresLedger(schema={self.schema!r})"
+
+    def writer_lock(self, palace_dir: Path) -> PalaceLock:
+        """A session advisory lock in this schema: one writer across every machine
+        (see :mod:`palace_retrievers.ledger.postgres_lock`)."""
+        return AdvisoryWriterLock(self, str(palace_dir))
 
     # -- meta ---------------------------------------------------------------------------
 

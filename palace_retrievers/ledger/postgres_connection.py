@@ -13,7 +13,16 @@ and the like in the environment):
   ``pgvector`` backend gives its tables by default); palaces that several machines open
   through different paths must set it, to the same name everywhere.
 - ``pool_size`` (default 4): most connections the ledger keeps open; ``timeout``
-  (default 30 s): how long to wait for a connection, and to connect.
+  (default 5 s): how long to wait for a connection, and to connect.
+
+**Outages fail fast and heal by themselves.** A call that cannot get a working connection
+within ``timeout`` raises :class:`LedgerUnavailableError` (one line: where, and why). The
+ledger then counts as down, and the next call opens a fresh pool (one connection attempt:
+at once when the server refuses, ``timeout`` at most) instead of waiting for the old
+pool's reconnection back-off (1 s, 2 s, 4 s, ...). When that fails too, calls in the next
+:data:`RETRY_SECONDS` fail at once with the same error, so a search that asks the ledger
+several times is not kept waiting a multiple of ``timeout``. The first call after the
+server is back works; the palace is never reopened.
 
 The connecting role needs to create a schema in the database (or an administrator
 creates it and grants it); no extension is needed.
@@ -27,8 +36,10 @@ which takes no lock, sees a write whole or not at all.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,8 +56,12 @@ from palace_retrievers.ledger.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg_pool import ConnectionPool
 
-DEFAULTS: dict[str, Any] = {"url": "", "schema": "", "pool_size": 4, "timeout": 30.0}
+DEFAULTS: dict[str, Any] = {"url": "", "schema": "", "pool_size": 4, "timeout": 5.0}
+#: After a failed attempt to reach the server again, how long calls fail at once before
+#: one of them tries again.
+RETRY_SECONDS = 0.5
 #: First key of the ledger's advisory locks (the second is the schema's hash), so that
 #: they never collide with single-key locks other software takes.
 LOCK_CLASS = 0x7A1A
@@ -105,7 +120,12 @@ class PostgresOptions:
             raise ConfigError(
                 f"ledger 'postgres': pool_size must be a whole number >= 1, got {size!r}"
             )
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
             raise ConfigError(f"ledger 'postgres': timeout must be a number > 0, got {timeout!r}")
         return cls(url=values["url"], schema=schema, pool_size=size, timeout=float(timeout))
 
@@ -135,7 +155,7 @@ class PostgresConnection:
     def __init__(self, options: PostgresOptions, *, create: bool = True) -> None:
         try:
             import psycopg  # noqa: F401 - the dependency, checked before anything else
-            from psycopg_pool import ConnectionPool
+            import psycopg_pool  # noqa: F401
         except ImportError:
             raise ConfigError(
                 "ledger 'postgres' needs psycopg 3 and its pool: "
@@ -144,14 +164,35 @@ class PostgresConnection:
         self.options = options
         self.schema = options.schema
         self._closed = threading.Event()
-        self._pool = ConnectionPool(
+        self._pool_lock = threading.Lock()
+        #: Since when (monotonic) the server is known to be unreachable, and why.
+        self._down: tuple[float, str] | None = None
+        #: The pool each connection lent by :meth:`checkout` came from, by its id().
+        self._lent: dict[int, ConnectionPool[Any]] = {}
+        self._pool = self._open_pool()
+        try:
+            self._migrate(create=create)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _open_pool(self) -> ConnectionPool[Any]:
+        """A new pool, opened with one working connection within ``timeout``.
+
+        Raises:
+            LedgerUnavailableError: the server cannot be reached.
+        """
+        from psycopg_pool import ConnectionPool
+
+        options = self.options
+        pool: ConnectionPool[Any] = ConnectionPool(
             options.url,
             min_size=1,
             max_size=options.pool_size,
             timeout=options.timeout,
             kwargs={
                 "autocommit": True,
-                "connect_timeout": max(1, round(options.timeout)),
+                "connect_timeout": max(1, math.ceil(options.timeout)),
                 "application_name": "palace-ledger",
             },
             configure=self._configure,
@@ -160,14 +201,11 @@ class PostgresConnection:
             open=False,
         )
         try:
-            try:
-                self._pool.open(wait=True, timeout=options.timeout)
-            except Exception as exc:
-                raise LedgerUnavailableError(self._unreachable(exc)) from exc
-            self._migrate(create=create)
-        except BaseException:
-            self._pool.close()
-            raise
+            pool.open(wait=True, timeout=options.timeout)
+        except Exception as exc:
+            pool.close(timeout=0)
+            raise LedgerUnavailableError(self._unreachable(exc)) from exc
+        return pool
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         from psycopg import sql
@@ -184,18 +222,107 @@ class PostgresConnection:
 
     # -- transactions -------------------------------------------------------------------
 
+    def _pool_now(self) -> ConnectionPool[Any]:
+        """The pool to use: after an outage, a fresh one once :data:`RETRY_SECONDS` have
+        passed (until then :class:`LedgerUnavailableError` at once)."""
+        if self._closed.is_set():
+            raise LedgerUnavailableError(f"the ledger in schema {self.schema} is closed")
+        down = self._down
+        if down is None:
+            return self._pool
+        with self._pool_lock:
+            down = self._down
+            if down is None:
+                return self._pool
+            since, reason = down
+            if time.monotonic() - since < RETRY_SECONDS:
+                raise LedgerUnavailableError(reason)
+            try:
+                self._probe()
+                fresh = self._open_pool()
+            except LedgerUnavailableError as exc:
+                self._down = (time.monotonic(), str(exc))
+                raise
+            stale, self._pool, self._down = self._pool, fresh, None
+        stale.close(timeout=0)
+        return fresh
+
+    def _probe(self) -> None:
+        """One connection attempt (a pool's opening retries until its timeout even when
+        the server refuses at once).
+
+        Raises:
+            LedgerUnavailableError: the server cannot be reached.
+        """
+        import psycopg
+
+        try:
+            probe = psycopg.connect(
+                self.options.url, connect_timeout=max(1, math.ceil(self.options.timeout))
+            )
+        except psycopg.Error as exc:
+            raise LedgerUnavailableError(self._unreachable(exc)) from exc
+        probe.close()
+
+    def _mark_down(self, exc: BaseException) -> LedgerUnavailableError:
+        error = LedgerUnavailableError(self._unreachable(exc))
+        with self._pool_lock:
+            if self._down is None:  # the next call tries a fresh pool at once
+                self._down = (-math.inf, str(error))
+        return error
+
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
         import psycopg
-        from psycopg_pool import PoolTimeout
+        from psycopg_pool import PoolClosed, PoolTimeout
 
-        if self._closed.is_set():
-            raise LedgerUnavailableError(f"the ledger in schema {self.schema} is closed")
+        pool = self._pool_now()
+        used: list[psycopg.Connection[Any]] = []
         try:
-            with self._pool.connection() as conn:
+            with pool.connection() as conn:
+                used.append(conn)
                 yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise LedgerUnavailableError(self._unreachable(exc)) from exc
+        except (psycopg.OperationalError, PoolTimeout, PoolClosed) as exc:
+            if self._closed.is_set():
+                raise LedgerUnavailableError(
+                    f"the ledger in schema {self.schema} is closed"
+                ) from exc
+            if used and not used[0].broken and not used[0].closed:
+                # The server answered (a statement failed): the ledger is not down.
+                raise LedgerUnavailableError(self._unreachable(exc)) from exc
+            raise self._mark_down(exc) from exc
+
+    def checkout(self) -> psycopg.Connection[Any]:
+        """A connection of the pool for the caller alone, until :meth:`checkin` (the
+        writer lock keeps one for as long as it is held).
+
+        Raises:
+            LedgerUnavailableError: the server cannot be reached.
+        """
+        import psycopg
+        from psycopg_pool import PoolClosed, PoolTimeout
+
+        pool = self._pool_now()
+        try:
+            conn: psycopg.Connection[Any] = pool.getconn()
+        except (psycopg.OperationalError, PoolTimeout, PoolClosed) as exc:
+            raise self._mark_down(exc) from exc
+        self._lent[id(conn)] = pool
+        return conn
+
+    def checkin(self, conn: psycopg.Connection[Any], *, broken: bool = False) -> None:
+        """Give back a connection from :meth:`checkout` (``broken``: close it instead)."""
+        pool = self._lent.pop(id(conn), self._pool)
+        if broken:
+            conn.close()
+        try:
+            pool.putconn(conn)
+        except Exception:  # a pool replaced after an outage, or closed: drop the connection
+            conn.close()
+
+    def read_rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one read-only statement (for the ledger's helpers)."""
+        return self._read(statement, params)
 
     @contextmanager
     def _write(self, *, bump: bool = True) -> Iterator[psycopg.Connection[Any]]:
@@ -294,4 +421,5 @@ class PostgresConnection:
         """Close the pool's connections (idempotent)."""
         if not self._closed.is_set():
             self._closed.set()
-            self._pool.close()
+            with self._pool_lock:
+                self._pool.close()

@@ -108,6 +108,7 @@ class PostgresMemoryStore(MemoryStore):
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
         model: str | None = None,
         events: Sequence[MemoryEvent] = (),
+        if_mark: tuple[str | None, int] | None = None,
     ) -> None:
         vectors = vectors or {}
         rows = []
@@ -125,6 +126,8 @@ class PostgresMemoryStore(MemoryStore):
         kept = {"embedding", "embedding_model"}
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[1:] if c not in kept)
         with self._write() as conn:
+            if if_mark is not None:
+                self._check_mark(conn, *if_mark)
             if rows:
                 with conn.cursor() as cursor:
                     cursor.executemany(
@@ -138,6 +141,19 @@ class PostgresMemoryStore(MemoryStore):
                         rows,
                     )
             self._append_events(conn, events)
+
+    def memory_mark(self, user_id: str | None) -> int:
+        rows = self._read(memory_rows.MARK_SQL.format(p="%s"), (memory_rows.owner(user_id),))
+        return int(rows[0][0]) if rows else 0
+
+    @staticmethod
+    def _check_mark(conn: Any, user_id: str | None, mark: int) -> None:
+        row = conn.execute(
+            memory_rows.MARK_SQL.format(p="%s"), (memory_rows.owner(user_id),)
+        ).fetchone()
+        found = int(row[0]) if row else 0
+        if found != mark:
+            raise memory_rows.mark_conflict(user_id, mark, found)
 
     def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
         """Count the accesses, unless that means waiting: a search calls this, and a

@@ -109,6 +109,7 @@ class SQLiteMemoryStore(MemoryStore):
         vectors: Mapping[str, npt.NDArray[np.float32]] | None = None,
         model: str | None = None,
         events: Sequence[MemoryEvent] = (),
+        if_mark: tuple[str | None, int] | None = None,
     ) -> None:
         vectors = vectors or {}
         values = [
@@ -121,6 +122,8 @@ class SQLiteMemoryStore(MemoryStore):
         ]
         updates = ", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in _COLUMNS.split(",")[1:])
         with self._write() as db:
+            if if_mark is not None:
+                self._check_mark(db, *if_mark)
             db.executemany(
                 f"INSERT INTO memories ({_COLUMNS}, ts, embedding, embedding_model) "
                 f"VALUES ({', '.join('?' * (_FIELDS + 3))}) "
@@ -130,6 +133,19 @@ class SQLiteMemoryStore(MemoryStore):
                 values,
             )
             self._append_events(db, events)
+
+    def memory_mark(self, user_id: str | None) -> int:
+        rows = self._read(memory_rows.MARK_SQL.format(p="?"), (memory_rows.owner(user_id),))
+        return int(rows[0][0]) if rows else 0
+
+    @staticmethod
+    def _check_mark(db: Any, user_id: str | None, mark: int) -> None:
+        row = db.execute(
+            memory_rows.MARK_SQL.format(p="?"), (memory_rows.owner(user_id),)
+        ).fetchone()
+        found = int(row[0]) if row else 0
+        if found != mark:
+            raise memory_rows.mark_conflict(user_id, mark, found)
 
     def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
         """Count the accesses, unless that means waiting: a search calls this, and a
