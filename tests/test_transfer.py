@@ -12,23 +12,28 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from fakes import FAKE_PLUGIN, HashingEmbedder
+from pg_palace import open_postgres_palace
+from services import PostgresService
 
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli
-from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.errors import InvalidQueryError, MemoryNotFoundError
 from palace_retrievers.transfer import (
     export_records,
     import_jsonl,
     write_jsonl,
     write_markdown,
 )
+
+pytest_plugins = ["services"]
 
 TRICKY = "Fenced:\n```python\nprint('<script>alert(1)</script>')\n```\n  trailing spaces  \n"
 
@@ -94,6 +99,55 @@ def comparable(text: str) -> list[dict[str, Any]]:
             record.pop("created_at")
         out.append(record)
     return out
+
+
+HEADER = json.dumps({"type": "header", "format": "palace-export", "version": 1})
+T = "2026-01-01T00:00:00+00:00"
+
+
+def good_drawer(drawer_id: str, user: str | None = "alice", **fields: Any) -> dict[str, Any]:
+    """A drawer record as the export writes it."""
+    return {
+        "type": "drawer",
+        "id": drawer_id,
+        "text": f"text of {drawer_id}",
+        "wing": "w",
+        "room": "r",
+        "source": "s",
+        "filed_at": T,
+        "user_id": user,
+        **fields,
+    }
+
+
+def good_memory(memory_id: str, user: str | None = "alice", **fields: Any) -> dict[str, Any]:
+    """A memory record as the export writes it, with its ``add`` event."""
+    text = fields.pop("text", f"I remember {memory_id}")
+    event = {"memory_id": memory_id, "event": "add", "at": T, "user_id": user, "new_text": text}
+    return {
+        "type": "memory",
+        "id": memory_id,
+        "text": text,
+        "kind": "fact",
+        "status": "active",
+        "created_at": T,
+        "user_id": user,
+        "history": [event],
+        **fields,
+    }
+
+
+def history(memory_id: str, *events: dict[str, Any]) -> dict[str, Any]:
+    """A deleted memory's history record, its events naming the memory as exported."""
+    return {
+        "type": "history",
+        "memory_id": memory_id,
+        "events": [{"memory_id": memory_id, **e} for e in events],
+    }
+
+
+def lines_of(*records: dict[str, Any]) -> list[str]:
+    return [HEADER, *(json.dumps(r) for r in records)]
 
 
 def test_export_holds_every_record_verbatim(source: tuple[Palace, dict[str, str]]) -> None:
@@ -221,22 +275,22 @@ def test_markdown_export_is_readable_and_verbatim(source: tuple[Palace, dict[str
         (["not json"], "line 1 is not JSON"),
         (['{"type": "drawer", "id": "x"}'], "not a palace export"),
         (['{"type": "header", "format": "palace-export", "version": 99}'], "version 99"),
-        (['{"type": "header", "format": "palace-export", "version": 1}', "[1]"], "line 2"),
-        (
-            [
-                '{"type": "header", "format": "palace-export", "version": 1}',
-                '{"type": "drawer", "id": "d1", "text": "hi"}',
-            ],
-            "the drawer record 'd1' is malformed",
-        ),
+        (['{"type": "header", "format": "palace-export", "version": "1"}'], "version '1'"),
+        (['{"type": "header", "format": "other", "version": 1}'], "format is 'other'"),
+        (['{"type": "header", "format": "palace-export", "version": 1, "x": NaN}'], "line 1"),
+        ([b"\xff\xfe{}"], "line 1 is not UTF-8"),
+        (["[" * 100_000], "line 1 is not JSON"),
+        (["", "   ", "\n"], "the export is empty"),
     ],
 )
 def test_bad_exports_are_refused(
-    lines: list[str], message: str, open_palace: Callable[..., Palace], tmp_path: Path
+    lines: list[str | bytes], message: str, open_palace: Callable[..., Palace], tmp_path: Path
 ) -> None:
+    """A file that is not an export is refused whole: one message, nothing written."""
     target = open_palace(tmp_path / "target", backend="sqlite")
+    drawers = [json.dumps(good_drawer("d_ok"))]
     with pytest.raises(InvalidQueryError, match=message):
-        import_jsonl(target, lines)
+        import_jsonl(target, [*lines, *drawers] if any(x.strip() for x in lines) else lines)
     assert target.stats().ledger.drawers == 0
 
 
@@ -247,7 +301,7 @@ def test_export_and_import_commands(
     palace.close()
     original = Palace.open.__func__  # type: ignore[attr-defined]
 
-    def open_with_fake(cls: type[Palace], path: Any = None, **kwargs: Any) -> Palace:
+    def open_with_fake(cls: type[Palace], /, path: Any = None, **kwargs: Any) -> Palace:
         kwargs["plugins"] = [FAKE_PLUGIN, *kwargs.get("plugins", ())]
         opened: Palace = original(cls, path, **kwargs)
         return opened
@@ -321,3 +375,159 @@ def test_a_shell_pipe_moves_a_palace(tmp_path: Path, real_embedder: Any) -> None
         )
         assert moved.search("which tea do I prefer?", user_id="u1")[0].id == tea
         assert moved.ledger.get_meta("embedding_model") == real_embedder.model_name
+
+
+# -- owners ---------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(
+    request: pytest.FixtureRequest, open_palace: Callable[..., Palace], tmp_path: Path
+) -> Iterator[Palace]:
+    """An empty palace on each ledger (PostgreSQL: pgserver, a schema of its own)."""
+    if request.param == "sqlite":
+        yield open_palace(tmp_path / "target", backend="sqlite")
+        return
+    postgres: PostgresService = request.getfixturevalue("postgres")
+    schema = f"transfer_{uuid.uuid4().hex[:10]}"
+    palace = open_postgres_palace(
+        tmp_path / "target",
+        url=postgres.url,
+        schema=schema,
+        embedder=HashingEmbedder(),
+        plugins=(FAKE_PLUGIN,),
+    )
+    try:
+        yield palace
+    finally:
+        palace.close()
+        postgres.sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def bobs_records(palace: Palace) -> dict[str, str]:
+    """Bob's drawer, memory, deleted memory and triple in ``palace``; returns their ids."""
+    (drawer,) = palace.add_texts(["Bob's bank PIN is 4321"], user_id="bob")
+    memory = palace.remember("Bob's PIN is 4321", source_ids=[drawer], user_id="bob").memory
+    gone = palace.remember("Bob's old PIN was 1234", user_id="bob").memory
+    palace.forget_memories([gone.id], user_id="bob")
+    palace.kg.add("Bob", "banks with", "Acme", user_id="bob", source_memory=memory.id)
+    return {"drawer": drawer, "memory": memory.id, "gone": gone.id}
+
+
+def bobs_view(palace: Palace, ids: dict[str, str]) -> Any:
+    """All that bob sees of his records."""
+    return (
+        [d.as_dict() for d in palace.get([ids["drawer"]], user_id="bob")],
+        palace.memory(ids["memory"], user_id="bob").as_dict(),
+        [e.as_dict() for e in palace.history(ids["memory"], user_id="bob")],
+        [e.as_dict() for e in palace.history(ids["gone"], user_id="bob")],
+        [t.as_dict() for t in palace.kg.query("Bob", user_id="bob")],
+    )
+
+
+def test_import_never_takes_over_or_points_at_another_owners_records(target: Palace) -> None:
+    """Records of alice (or of no one) whose ids are bob's, or that point at bob's
+    records, are skipped as conflicts; bob's records and histories are unchanged, and
+    alice's own records in the same file are filed."""
+    ids = bobs_records(target)
+    before = bobs_view(target, ids)
+    forged = {"event": "update", "at": T, "new_text": "Bob's PIN is 0000"}
+    records = [
+        good_memory(ids["memory"], "alice", text="Bob's PIN is 0000"),  # takeover
+        good_memory(ids["memory"], None, text="Bob's PIN is 0000"),  # the same, unowned
+        good_memory(ids["gone"], "alice"),  # bob's deleted memory's history
+        good_memory("m_alice1", "alice", source_ids=[ids["drawer"]]),  # bob's drawer
+        good_memory("m_alice2", "alice", status="superseded", superseded_by=ids["memory"]),
+        history(ids["memory"], {**forged, "user_id": "alice"}),
+        history(ids["gone"], {**forged, "user_id": "alice"}),
+        {
+            "type": "triple",
+            "id": "kg_1",
+            "subject": "Alice",
+            "predicate": "knows",
+            "object": "PIN",
+            "user_id": "alice",
+            "source_drawer": ids["drawer"],
+        },
+        {
+            "type": "triple",
+            "id": "kg_2",
+            "subject": "Alice",
+            "predicate": "knows",
+            "object": "PIN",
+            "user_id": "alice",
+            "source_memory": ids["memory"],
+        },
+        good_drawer(ids["drawer"], "alice", text="Bob's PIN is 0000"),
+        good_memory("m_alice3", "alice"),  # alice's own: filed
+    ]
+    report = import_jsonl(target, lines_of(*records))
+    assert bobs_view(target, ids) == before
+    # The memory record of bob's id comes twice (alice, no one): the second is bad.
+    assert report.rejected == [
+        f"line 3: the memory record {ids['memory']!r} is skipped: line 2 has its id"
+    ]
+    taken = [ids["memory"], ids["gone"], "m_alice1", "m_alice2", ids["memory"], ids["gone"]]
+    assert sorted(report.conflicts) == sorted([*taken, "kg_1", "kg_2", ids["drawer"]])
+    assert (report.memories, report.triples, report.drawers) == (1, 0, 0)
+    assert bobs_view(target, ids) == before
+    assert target.memory("m_alice3", user_id="alice").text == "I remember m_alice3"
+    unowned = {**forged, "user_id": None}
+    claims = import_jsonl(
+        target,
+        lines_of(
+            history(ids["memory"], unowned),
+            history(ids["gone"], unowned),
+        ),
+    )
+    assert (claims.conflicts, claims.rejected, claims.events) == (
+        [ids["memory"], ids["gone"]],
+        [],
+        0,
+    )
+    assert bobs_view(target, ids) == before
+    for user in ("alice", None):
+        assert [m.id for m in target.memories(user_id=user, status=None)] == (
+            ["m_alice3"] if user else []
+        )
+        assert target.kg.query("Alice", user_id=user) == []
+
+
+def test_history_goes_only_to_the_same_owners_memory(target: Palace) -> None:
+    """A history record is appended to its owner's memory (or deleted memory) of that
+    id, or kept as a deleted memory's; a memory record's history holds only its own
+    events and owner."""
+    mine = target.remember("Alice likes tea", user_id="alice").memory
+    event = {"event": "update", "at": T, "user_id": "alice", "new_text": "Alice likes coffee"}
+    other_memory = good_memory("m_alice9", "alice")
+    other_memory["history"].append({**event, "memory_id": "m_bob"})  # another memory's
+    foreign_owner = good_memory("m_alice8", "alice")
+    foreign_owner["history"].append({**event, "user_id": "bob", "memory_id": "m_alice8"})
+    records = [
+        history(mine.id, event),
+        history("m_gone", event),
+        history("m_mixed", event, {**event, "user_id": None}),
+        other_memory,
+        foreign_owner,
+        good_memory("m_carol", "carol"),
+        history("m_carol", event),  # for carol's memory in the file
+    ]
+    report = import_jsonl(target, lines_of(*records))
+    assert [e.new_text for e in target.history(mine.id, user_id="alice")] == [
+        "Alice likes tea",
+        "Alice likes coffee",
+    ]
+    assert [e.event for e in target.history("m_carol", user_id="carol")] == ["add"]
+    with pytest.raises(MemoryNotFoundError):
+        target.history("m_alice9", user_id="alice")
+    assert report.conflicts == []
+    assert [r.split(" is skipped: ")[0] for r in report.rejected] == [
+        "line 4: the history record 'm_mixed'",
+        "line 5: the memory record 'm_alice9'",
+        "line 6: the memory record 'm_alice8'",
+        "line 8: the history record 'm_carol'",
+    ]
+    assert "another owner" in report.rejected[-1]
+    assert [e.event for e in target.history("m_gone", user_id="alice")] == ["update"]
+    with pytest.raises(MemoryNotFoundError):
+        target.history("m_mixed", user_id="alice")

@@ -7,6 +7,7 @@ import dataclasses
 import click
 
 from palace_retrievers.cli.app import cli, emit_json, json_option, opened
+from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.transfer import (
     EVERYONE,
     export_records,
@@ -51,27 +52,39 @@ def export(ctx: click.Context, fmt: str, output: str, user_id: str | None) -> No
 
 
 @cli.command("import")
-@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("path", type=click.Path(allow_dash=True))
 @json_option
 @click.pass_context
 def import_(ctx: click.Context, path: str, as_json: bool) -> None:
     """Import a JSONL export (PATH, or - for standard input) into the palace.
 
-    Texts are embedded with this palace's model; what is already here as exported is
-    left alone, so importing the same file twice changes nothing.
+    Texts are embedded with this palace's model; what is already here as exported is left
+    alone, so importing the same file twice changes nothing. A record that would
+    overwrite, or point at, another owner's records here is skipped and listed. The file
+    is read whole first: a bad record (not JSON, a field missing or wrong, ...) is skipped
+    with one line on stderr naming its line number, the good ones are imported, and the
+    exit code is 1; a file that is not an export is refused with nothing imported.
     """
-    with opened(ctx, create=True) as palace, click.open_file(path, encoding="utf-8") as lines:
+    try:
+        stream = click.open_file(path, "rb")
+    except OSError as exc:
+        raise InvalidQueryError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with stream as lines, opened(ctx, create=True) as palace:
         report = import_jsonl(palace, lines)
     if as_json:
         emit_json(dataclasses.asdict(report))
-        return
-    click.echo(
-        f"imported {report.drawers} drawers, {report.memories} memories, "
-        f"{report.events} history events and {report.triples} triples; "
-        f"{report.unchanged} already here, {report.embedded} texts embedded"
-    )
-    if report.conflicts:
+    else:
         click.echo(
-            f"  skipped {len(report.conflicts)} drawers whose ids belong to another owner here: "
-            + ", ".join(report.conflicts[:10])
+            f"imported {report.drawers} drawers, {report.memories} memories, "
+            f"{report.events} history events and {report.triples} triples; "
+            f"{report.unchanged} already here, {report.embedded} texts embedded"
         )
+        if report.conflicts:
+            click.echo(
+                f"  skipped {len(report.conflicts)} records that would overwrite, or point "
+                "at, another owner's records here: " + ", ".join(report.conflicts[:10])
+            )
+    for reason in report.rejected:
+        click.echo(f"error: {reason}", err=True)
+    if report.rejected:
+        ctx.exit(1)
