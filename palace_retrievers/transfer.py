@@ -693,7 +693,9 @@ def _first_reading(lines: Iterable[str | bytes], spool: IO[bytes]) -> dict[int, 
         if not line.strip():
             continue
         try:
-            record = _parse(line)
+            record = _parse(
+                line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
+            )
         except BadRecordError as exc:
             if not header:
                 raise InvalidQueryError(f"line {number} is {exc}: not a palace export") from None

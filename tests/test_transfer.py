@@ -1,13 +1,17 @@
 """Export and import: a palace moved through JSONL comes out the same, and can be audited.
 
 The palaces here use the FAKE hashing embedder (what is tested is bookkeeping: every field
-carried over, nothing doubled, texts embedded with the target's model), with the exact
-sqlite backend; one CLI test runs the commands end to end.
+carried over, nothing doubled, texts embedded with the target's model, owners kept apart,
+hostile files refused or skipped record by record), with the exact sqlite backend and
+the real SQLite ledger; the owner checks also run on the PostgreSQL ledger (pgserver, see
+``services.py``). Hostile files are also fuzzed with hypothesis (a few dozen examples;
+``HYPOTHESIS_EXAMPLES_FACTOR`` multiplies them). CLI tests run the commands end to end.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -20,6 +24,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fakes import FAKE_PLUGIN, HashingEmbedder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pg_palace import open_postgres_palace
 from services import PostgresService
 
@@ -531,3 +537,318 @@ def test_history_goes_only_to_the_same_owners_memory(target: Palace) -> None:
     assert [e.event for e in target.history("m_gone", user_id="alice")] == ["update"]
     with pytest.raises(MemoryNotFoundError):
         target.history("m_mixed", user_id="alice")
+
+
+# -- hostile files ----------------------------------------------------------------------
+
+
+def _big(digits: int) -> str:
+    return "1" + "0" * digits
+
+
+def _with(record: dict[str, Any], **changes: Any) -> str:
+    return json.dumps({**record, **changes})
+
+
+def _without(record: dict[str, Any], name: str) -> str:
+    return json.dumps({k: v for k, v in record.items() if k != name})
+
+
+DRAWER = good_drawer("d_bad")
+MEMORY = good_memory("m_bad")
+TRIPLE = {"type": "triple", "id": "kg_bad", "subject": "A", "predicate": "knows", "object": "B"}
+
+#: (a bad line, what its one line of report says after ``line 2: ``).
+BAD_LINES: list[tuple[str | bytes, str]] = [
+    ('{"type": "drawer", "id": "d_bad", "text": "cut sh', "not JSON: Unterminated string"),
+    ("[1, 2]", "not a palace export record"),
+    ('"drawer"', "not a palace export record"),
+    ('{"type": "closet", "id": "c1"}', "not a palace export record (type 'closet')"),
+    ('{"type": ["drawer"]}', "not a palace export record"),
+    (HEADER, "not a palace export record (type 'header')"),
+    (_without(DRAWER, "text"), "drawer record 'd_bad' is skipped: it has no 'text'"),
+    (_without(DRAWER, "filed_at"), "it has no 'filed_at'"),
+    (_with(DRAWER, id=""), "'id' is empty"),
+    (_with(DRAWER, id=7), "'id' must be a string, not 7"),
+    (_with(DRAWER, text=None), "'text' must be a string, not None"),
+    (_with(DRAWER, user_id=["bob"]), "'user_id' must be a string or null"),
+    (_with(DRAWER, chunk_index=-1), "'chunk_index' must be a whole number"),
+    (_with(DRAWER, chunk_index=True), "'chunk_index' must be a whole number"),
+    (_with(DRAWER, line_start=2**64), "'line_start' must be a whole number"),
+    (_with(DRAWER, chunk_index=1.5), "'chunk_index' must be a whole number"),
+    (_with(DRAWER, filed_at="yesterday"), "'filed_at' must be an ISO-8601 time"),
+    (_with(DRAWER, filed_at="2026-02-30"), "'filed_at' must be an ISO-8601 time"),
+    (_with(DRAWER, filed_at="0001-01-01T00:00:00+01:00"), "'filed_at' must be an ISO-8601"),
+    (_with(DRAWER, filed_at=1767225600), "'filed_at' must be an ISO-8601 time"),
+    (_with(DRAWER, metadata=[1]), "'metadata' must be a JSON object"),
+    (_with(DRAWER, kind=""), "'kind' is empty"),
+    (_with(DRAWER, source_mtime="now"), "'source_mtime' must be a finite number"),
+    (_with(DRAWER, source_mtime=10**400), "'source_mtime' must be a finite number"),
+    ('{"type": "drawer", "source_mtime": NaN}', "not JSON this import reads: NaN"),
+    ('{"type": "drawer", "source_mtime": -Infinity}', "not JSON this import reads"),
+    ('{"type": "drawer", "source_mtime": 1e999}', "not JSON this import reads"),
+    ('{"type": "drawer", "chunk_index": ' + _big(5000) + "}", "not JSON this import reads"),
+    ('{"type": "drawer", "metadata": ' + "[" * 50_000 + "]" * 50_000 + "}", "not JSON"),
+    (b'{"type": "drawer", "text": "caf\xe9"}', "not UTF-8 text (byte 32)"),
+    ('{"type": "drawer", "text": "\\ud800"}', "not valid Unicode (a lone surrogate)"),
+    (_with(MEMORY, kind="opinion"), "'kind' is 'opinion', not one of: fact, preference"),
+    (_with(MEMORY, status="deleted"), "'status' is 'deleted', not one of: active"),
+    (_with(MEMORY, origin="dreamt"), "'origin' is 'dreamt'"),
+    (_with(MEMORY, importance=1.5), "'importance' must be a number in [0, 1]"),
+    (_with(MEMORY, importance="high"), "'importance' must be a number in [0, 1]"),
+    (_with(MEMORY, text="   "), "'text' is empty"),
+    (_with(MEMORY, text="x" * 10_001), "'text' is 10001 characters long"),
+    (_with(MEMORY, tags="health"), "'tags' must be a list of non-empty strings"),
+    (_with(MEMORY, source_ids=[None]), "'source_ids' must be a list of non-empty strings"),
+    (_with(MEMORY, access_count=-3), "'access_count' must be a whole number"),
+    (_with(MEMORY, history={"event": "add"}), "'history' must be a list of history events"),
+    (_with(MEMORY, history=["add"]), "a history event must be a JSON object"),
+    (_with(MEMORY, history=[{"event": "add"}]), "it has no 'at'"),
+    (_with(MEMORY, history=[{"event": "vanish", "at": T}]), "'event' is 'vanish'"),
+    (_with(MEMORY, history=[{"event": "add", "at": T, "new_status": "gone"}]), "'new_status'"),
+    (_without(MEMORY, "created_at"), "it has no 'created_at'"),
+    ('{"type": "history", "memory_id": "m_x"}', "it has no 'events'"),
+    ('{"type": "history", "events": []}', "it has no 'memory_id'"),
+    (_with(TRIPLE, subject="  "), "an entity name must not be empty"),
+    (_with(TRIPLE, predicate="!!"), "predicate"),
+    (_with(TRIPLE, confidence=float("nan")), "not JSON this import reads: NaN"),
+    (_with(TRIPLE, confidence=2), "'confidence' must be a number in [0, 1]"),
+    (_with(TRIPLE, ended_reason="bored"), "'ended_reason' is 'bored'"),
+    (_with(TRIPLE, valid_from="2024-01-01", valid_to="2023-01-01"), "before it starts"),
+    (_with(TRIPLE, valid_from="2024-13-01"), "'valid_from' must be an ISO-8601 time"),
+]
+
+
+@pytest.mark.parametrize(("bad", "message"), BAD_LINES)
+def test_a_bad_record_is_skipped_with_its_line_and_the_rest_filed(
+    bad: str | bytes, message: str, fake_palace: Palace
+) -> None:
+    """One line of report per bad record, naming its line; the good records around it
+    are filed; nothing raises."""
+    good = [
+        json.dumps(good_drawer("d_before")),
+        json.dumps(good_memory("m_after")),
+        json.dumps({**TRIPLE, "id": "kg_after"}),
+    ]
+    lines = [HEADER.encode(), good[0].encode(), bad if isinstance(bad, bytes) else bad.encode()]
+    lines += [line.encode() for line in good[1:]]
+    report = import_jsonl(fake_palace, lines)
+    assert len(report.rejected) == 1, report.rejected
+    assert report.rejected[0].startswith("line 3: ")
+    assert message in report.rejected[0]
+    assert "\n" not in report.rejected[0]
+    assert (report.drawers, report.memories, report.triples) == (1, 1, 1)
+    assert [d.id for d in fake_palace.get(["d_before", "d_bad"], user_id="alice")] == ["d_before"]
+    assert fake_palace.memory("m_after", user_id="alice").text == "I remember m_after"
+
+
+def test_ids_that_collide_within_the_file(fake_palace: Palace) -> None:
+    """The second record of a type with an id already used in the file is bad; a
+    memory and the history of a deleted memory may share an id (the same owner's)."""
+    records = [
+        good_drawer("d_1"),
+        good_drawer("d_1", text="another text"),
+        good_memory("m_1"),
+        good_memory("m_1", text="another memory"),
+        {**TRIPLE, "id": "kg_1"},
+        {**TRIPLE, "id": "kg_1", "object": "C"},
+        history("m_1", {"event": "archive", "at": T, "user_id": "alice"}),
+        history("m_1", {"event": "restore", "at": T, "user_id": "alice"}),
+    ]
+    report = import_jsonl(fake_palace, lines_of(*records))
+    assert report.rejected == [
+        "line 3: the drawer record 'd_1' is skipped: line 2 has its id",
+        "line 5: the memory record 'm_1' is skipped: line 4 has its id",
+        "line 7: the triple record 'kg_1' is skipped: line 6 has its id",
+        "line 9: the history record 'm_1' is skipped: line 8 has its id",
+    ]
+    (drawer,) = fake_palace.get(["d_1"], user_id="alice")
+    assert drawer.text == "text of d_1"
+    assert [e.event for e in fake_palace.history("m_1", user_id="alice")] == ["add", "archive"]
+
+
+def test_a_file_that_cannot_be_read_whole_writes_nothing(fake_palace: Palace) -> None:
+    """A read that fails half-way (a broken disk, a closed pipe) refuses the import
+    before anything is written, though good records came before it."""
+
+    def lines() -> Iterator[bytes]:
+        yield HEADER.encode()
+        yield json.dumps(good_drawer("d_1")).encode()
+        raise OSError(5, "Input/output error")
+
+    with pytest.raises(InvalidQueryError, match=r"cannot be read after line 2: .*Input/output"):
+        import_jsonl(fake_palace, lines())
+    assert fake_palace.stats().ledger.drawers == 0
+
+
+def _cli(palace_dir: Path, *args: str, input: bytes | None = None) -> Any:
+    palace_dir.mkdir(exist_ok=True)
+    (palace_dir / "palace.toml").write_text('embedder = "fake"\nbackend = "sqlite"\n')
+    return CliRunner().invoke(cli, ["--palace", str(palace_dir), "import", *args], input=input)
+
+
+@pytest.fixture
+def fake_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's palaces get the FAKE embedder plugin."""
+    original = Palace.open.__func__  # type: ignore[attr-defined]
+
+    def open_with_fake(cls: type[Palace], /, path: Any = None, **kwargs: Any) -> Palace:
+        kwargs["plugins"] = [FAKE_PLUGIN, *kwargs.get("plugins", ())]
+        opened: Palace = original(cls, path, **kwargs)
+        return opened
+
+    monkeypatch.setattr(Palace, "open", classmethod(open_with_fake))
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.mkdir(), "cannot read {path}: Is a directory"),
+        (lambda p: None, "cannot read {path}: No such file or directory"),
+        (lambda p: p.write_bytes(b""), "the export is empty"),
+        (lambda p: p.write_bytes(b"\xff\xfe\x00h\x00i"), "line 1 is not UTF-8 text"),
+        (lambda p: p.write_text('[{"type": "header"'), "line 1 is not JSON"),
+        (lambda p: p.write_text(json.dumps(good_drawer("d"))), "not a palace export"),
+    ],
+)
+def test_the_import_command_refuses_an_unreadable_file_in_one_line(
+    make: Callable[[Path], None], message: str, tmp_path: Path, fake_cli: None
+) -> None:
+    path = tmp_path / "in.jsonl"
+    make(path)
+    result = _cli(tmp_path / "target", str(path))
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {message.format(path=path)}\n" or (
+        result.stderr.startswith(f"error: {message.format(path=path)}")
+        and result.stderr.count("\n") == 1
+    )
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    with Palace.open(tmp_path / "target", embedder="fake") as target:
+        assert target.stats().ledger.drawers == 0
+
+
+def test_the_import_command_reports_each_bad_record_and_files_the_rest(
+    tmp_path: Path, fake_cli: None
+) -> None:
+    path = tmp_path / "in.jsonl"
+    body = [HEADER, json.dumps(good_drawer("d_1")), '{"type": "drawer", "id": "d_2", "te']
+    path.write_bytes("\n".join([*body, _with(MEMORY, kind="opinion")]).encode() + b"\n\xff\xff\n")
+    result = _cli(tmp_path / "target", str(path))
+    assert result.exit_code == 1
+    assert result.stdout.startswith("imported 1 drawers, 0 memories")
+    assert result.stderr.splitlines() == [
+        "error: line 3: not JSON: Unterminated string starting at (column 33)",
+        "error: line 4: the memory record 'm_bad' is skipped: 'kind' is 'opinion', not one "
+        "of: fact, preference, decision, summary, event",
+        "error: line 5: not UTF-8 text (byte 1)",
+    ]
+    as_json = _cli(tmp_path / "target", "-", "--json", input=path.read_bytes())
+    assert as_json.exit_code == 1
+    assert len(json.loads(as_json.stdout)["rejected"]) == 3
+    assert json.loads(as_json.stdout)["unchanged"] == 1
+
+
+# -- fuzzing ------------------------------------------------------------------------------
+
+_marks = itertools.count()
+
+#: Any JSON value, with NaN and infinities, huge numbers and lone surrogates among them.
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(["", " ", "bob", "alice", "\ud800", "2026-02-30", "header", "x" * 20_000])
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def good_records(mark: str) -> list[dict[str, Any]]:
+    """One good record of each type, alice's, with ids no other example uses."""
+    event = {"event": "delete", "at": T, "user_id": "alice", "old_text": mark}
+    return [
+        good_drawer(f"d_{mark}", text=f"drawer {mark}"),
+        good_memory(f"m_{mark}", source_ids=[f"d_{mark}"]),
+        history(f"m_gone_{mark}", event),
+        {**TRIPLE, "id": f"kg_{mark}", "object": mark, "user_id": "alice"},
+    ]
+
+
+@st.composite
+def mutated_lines(draw: st.DrawFn) -> bytes:
+    """A record of some type with one thing wrong, or not a record at all."""
+    record = draw(st.sampled_from(good_records(f"mut{draw(st.integers(0, 9999)):04d}")))
+    how = draw(st.sampled_from(["set", "set", "drop", "cut", "bytes", "value"]))
+    if how == "set":
+        name = draw(st.sampled_from(sorted(record)))
+        record = {**record, name: draw(json_values)}
+    elif how == "drop":
+        name = draw(st.sampled_from(sorted(record)))
+        record = {k: v for k, v in record.items() if k != name}
+    elif how == "value":
+        return json.dumps(draw(json_values), allow_nan=True).encode("utf-8", "surrogatepass")
+    text = json.dumps(record, allow_nan=True).encode("utf-8", "surrogatepass")
+    if how == "cut":
+        return text[: draw(st.integers(0, max(len(text) - 1, 0)))]
+    if how == "bytes":
+        at = draw(st.integers(0, len(text)))
+        return text[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80"])) + text[at:]
+    return text
+
+
+def fuzz(n: int) -> settings:
+    """``n`` examples (times ``HYPOTHESIS_EXAMPLES_FACTOR``), no deadline."""
+    return settings(
+        max_examples=n * int(os.environ.get("HYPOTHESIS_EXAMPLES_FACTOR", "1")),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+
+
+@fuzz(30)
+@given(mutated=st.lists(mutated_lines(), min_size=1, max_size=6), data=st.data())
+def test_fuzzed_imports_never_crash_lose_or_cross_owners(
+    fake_palace: Palace, mutated: list[bytes], data: st.DataObject
+) -> None:
+    """Good records, then mutated ones, then records that try to take bob's: import
+    raises nothing; every rejected line is a mutated one, reported once on one line
+    naming it; every good record is filed; every attempt on bob's is a conflict; bob's
+    records are as they were. (FAKE embedder, real SQLite: this is about robustness.)"""
+    if not fake_palace.get(["d_bob"], user_id="bob"):
+        fake_palace.add_texts(["Bob's bank PIN is 4321"], ids=["d_bob"], user_id="bob")
+        fake_palace.remember("Bob's PIN is 4321", user_id="bob")
+    (bobs,) = fake_palace.memories(user_id="bob")
+    ids = {"drawer": "d_bob", "memory": bobs.id, "gone": bobs.id}
+    before = bobs_view(fake_palace, ids)
+    mark = f"good{next(_marks)}"
+    good = good_records(mark)
+    forged = {"event": "update", "at": T, "user_id": "alice", "new_text": "PIN 0000"}
+    attacks = [
+        good_drawer("d_bob", text="PIN 0000"),
+        good_memory(bobs.id, text="PIN 0000"),
+        good_memory(f"m_takes_{mark}", source_ids=["d_bob"]),
+        history(bobs.id, forged),
+    ]
+    attacks = data.draw(st.permutations(attacks))
+    lines = [HEADER.encode(), *(json.dumps(r).encode() for r in good), *mutated]
+    lines += [json.dumps(r).encode() for r in attacks]
+    first_mutated, first_attack = 2 + len(good), 2 + len(good) + len(mutated)
+
+    report = import_jsonl(fake_palace, lines)
+
+    numbers = [int(r.split(":")[0].removeprefix("line ")) for r in report.rejected]
+    assert all(r.startswith("line ") and "\n" not in r for r in report.rejected)
+    assert numbers == sorted(set(numbers))
+    assert all(first_mutated <= n < first_attack for n in numbers), report.rejected
+    assert {a.get("id", a.get("memory_id")) for a in attacks} <= set(report.conflicts)
+    assert bobs_view(fake_palace, ids) == before
+    (drawer,) = fake_palace.get([f"d_{mark}"], user_id="alice")
+    assert drawer.text == f"drawer {mark}"
+    assert fake_palace.memory(f"m_{mark}", user_id="alice").source_ids == (f"d_{mark}",)
+    assert fake_palace.history(f"m_gone_{mark}", user_id="alice")[0].old_text == mark
+    assert [t.object for t in fake_palace.kg.query("A", user_id="alice") if t.object == mark]
