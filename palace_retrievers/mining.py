@@ -57,7 +57,7 @@ from typing import Any, TypeVar
 
 from palace_retrievers.chunking import NORMALIZE_VERSION, chunk_text
 from palace_retrievers.config import Config
-from palace_retrievers.errors import PalaceError, SourceError
+from palace_retrievers.errors import SourceError, StorageFullError
 from palace_retrievers.ids import (
     digest,
     drawer_id,
@@ -76,10 +76,6 @@ _T = TypeVar("_T")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _FULL_MESSAGES = ("database or disk is full", "no space left on device", "disk quota exceeded")
-
-
-class StorageFullError(PalaceError):
-    """The disk filled up while a mine was writing; what was filed before is kept."""
 
 
 def storable(text: str) -> str:
@@ -121,6 +117,9 @@ def _disk_full(exc: BaseException) -> BaseException | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        if isinstance(current, StorageFullError) and current.__cause__ is not None:
+            current = current.__cause__  # the ledger's own report: name what it names
+            continue
         if isinstance(current, OSError) and current.errno in _FULL_ERRNOS:
             return current
         if any(words in str(current).lower() for words in _FULL_MESSAGES):

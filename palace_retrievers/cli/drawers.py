@@ -9,7 +9,18 @@ import click
 
 from palace_plugins.manager import PluginManager
 from palace_retrievers.cli import output
-from palace_retrievers.cli.app import cli, emit_json, fail, json_option, opened, user_option
+from palace_retrievers.cli.app import (
+    MOST_HITS,
+    at_most,
+    check_place,
+    cli,
+    emit_json,
+    fail,
+    json_option,
+    not_nan,
+    opened,
+    user_option,
+)
 from palace_retrievers.cli.output import echo, one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
 from palace_retrievers.ids import split_source_key
@@ -32,6 +43,7 @@ def init(
 ) -> None:
     """Create a palace (its ledger, indexes and palace.toml)."""
     path: Path = ctx.obj["path"]
+    check_place(path)
     if (path / CONFIG_FILE).exists() and any(v is not None for v in (backend, embedder, model)):
         fail(f"{path} already has a {CONFIG_FILE}; edit it instead")
     if not (path / CONFIG_FILE).exists():
@@ -66,6 +78,7 @@ def init(
     "--wait",
     type=click.FloatRange(min=0),
     default=0,
+    callback=not_nan,
     help="Seconds to wait for another mine of this palace to finish (default: fail at once).",
 )
 @json_option
@@ -188,7 +201,16 @@ def _show_hits(hits: list[Hit]) -> None:
 
 @cli.command()
 @click.argument("query")
-@click.option("-k", "--k", "k", default=5, show_default=True, type=int, help="How many hits.")
+@click.option(
+    "-k",
+    "--k",
+    "k",
+    default=5,
+    show_default=True,
+    type=int,
+    callback=at_most(MOST_HITS),
+    help="How many hits.",
+)
 @click.option("--wing", help="Only this wing.")
 @click.option("--room", help="Only this room.")
 @user_option
@@ -245,11 +267,14 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """Show what the palace holds and whether its indexes are healthy."""
     with opened(ctx) as palace:
         stats = palace.stats()
+        read_only = bool(getattr(palace.ledger, "read_only", False))
     if as_json:
-        emit_json(dataclasses.asdict(stats))
+        emit_json({**dataclasses.asdict(stats), "read_only": read_only})
         return
     ledger = stats.ledger
     echo(f"palace   {stats.path} (schema {stats.schema_version})")
+    if read_only:
+        echo("         read-only: it can be searched and read, not written")
     echo(f"model    {stats.model} ({stats.dimension or '?'} dimensions)")
     echo(f"drawers  {ledger.drawers} from {ledger.sources} sources; {ledger.closets} closets")
     if ledger.memories:

@@ -9,6 +9,9 @@ from typing import Any
 import click
 
 from palace_retrievers.cli.app import (
+    MOST_HITS,
+    MOST_ROWS,
+    at_most,
     cli,
     emit_json,
     fail,
@@ -178,8 +181,20 @@ def memories() -> None:
     type=click.Choice([*MEMORY_STATUSES, ALL_STATUSES]),
     help="Only memories in this state.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    callback=at_most(MOST_ROWS),
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    callback=at_most(MOST_ROWS),
+)
 @json_option
 @click.pass_context
 def list_memories(
@@ -363,8 +378,24 @@ def gc(ctx: click.Context, dry_run: bool, now: str | None, as_json: bool) -> Non
 @cli.command()
 @click.argument("query")
 @user_option
-@click.option("-k", "--k", "k", default=10, show_default=True, type=int, help="At most this many.")
-@click.option("--max-tokens", default=800, show_default=True, type=int, help="Token budget.")
+@click.option(
+    "-k",
+    "--k",
+    "k",
+    default=10,
+    show_default=True,
+    type=int,
+    callback=at_most(MOST_HITS),
+    help="At most this many.",
+)
+@click.option(
+    "--max-tokens",
+    default=800,
+    show_default=True,
+    type=int,
+    callback=at_most(MOST_HITS),
+    help="Token budget.",
+)
 @click.option("--wing", help="Only this wing.")
 @json_option
 @click.pass_context

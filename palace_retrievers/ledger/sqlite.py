@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
-from palace_retrievers.errors import SchemaError
+from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
 from palace_retrievers.ids import split_source_key
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
@@ -64,6 +64,26 @@ def _iso(value: datetime | None) -> str | None:
 
 def _when(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's SQLITE_FULL ("database or disk is full")."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    full = code is not None and code & 0xFF == sqlite3.SQLITE_FULL
+    return full or "database or disk is full" in str(exc)
+
+
+def _read_only(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's SQLITE_READONLY, or its failing to open a WAL file's
+    ``-shm`` beside it (SQLITE_CANTOPEN) in a folder it cannot write."""
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    return code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN) or (
+        "readonly database" in str(exc)
+    )
 
 
 def _fts_phrase(term: str) -> str:
@@ -119,17 +139,90 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         self._side = threading.local()
         self._side_dbs: dict[sqlite3.Connection, threading.Thread] = {}
         self._side_lock = threading.Lock()
+        #: How every connection opens the file: its name, and for a read-only ledger
+        #: (see _open_read_only) a ``file:`` URI that says so.
+        self._target = str(path)
+        self._uri = False
+        #: True when the ledger's file or folder cannot be written: reads work, and a
+        #: write is a PalaceReadOnlyError.
+        self.read_only = False
+        db = None
         try:
-            self._db = sqlite3.connect(
-                str(path), timeout=30.0, isolation_level=None, check_same_thread=False
-            )
+            self._db = db = self._connect()
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA synchronous = NORMAL")
             self._db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
             self._migrate()
         except sqlite3.DatabaseError as exc:
-            raise SchemaError(f"{path} is not a palace ledger ({exc})") from None
+            if db is not None:
+                db.close()
+            if not (_read_only(exc) and path.is_file()):
+                raise SchemaError(f"{path} is not a palace ledger ({exc})") from None
+            self._open_read_only()
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(
+            self._target,
+            timeout=30.0,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=self._uri,
+        )
+
+    def _open_read_only(self) -> None:
+        """Open a ledger that cannot be written (read-only file, folder or mount).
+
+        SQLite opens a WAL ledger read-only when its ``-shm`` file is there or can be
+        made; in a read-only folder without one, the file is opened ``immutable`` (it
+        cannot change while no one can write it), unless a ``-wal`` file holds changes
+        that only a writer can replay.
+
+        Raises:
+            PalaceReadOnlyError: it cannot be read either, or needs a migration.
+            SchemaError: it is not a ledger, or was written by a newer version.
+        """
+        base = f"{self.path.resolve().as_uri()}?mode=ro"
+        wal = self.path.with_name(self.path.name + "-wal")
+        unreplayed = wal.exists() and wal.stat().st_size > 0
+        attempts = [base] if unreplayed else [base, f"{base}&immutable=1"]
+        self._uri = True
+        self.read_only = True
+        failure: sqlite3.DatabaseError | None = None
+        for target in attempts:
+            self._target = target
+            db = self._connect()
+            try:
+                db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                failure = exc
+                continue
+            self._db = db
+            break
+        else:
+            raise PalaceReadOnlyError(
+                f"{self.path} is read-only and cannot be opened ({failure}); make its "
+                "folder writable, or copy the palace somewhere writable"
+            )
+        try:
+            current = self.schema_version
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise SchemaError(f"{self.path} is not a palace ledger ({exc})") from None
+        if current > SCHEMA_VERSION:
+            self._db.close()
+            raise SchemaError(
+                f"{self.path} was written by a newer palace-retrievers (schema {current}, "
+                f"this one knows {SCHEMA_VERSION}); upgrade palace-retrievers to open it"
+            )
+        if current < SCHEMA_VERSION:
+            self._db.close()
+            raise PalaceReadOnlyError(
+                f"{self.path} is read-only and was written by an older palace-retrievers "
+                f"(schema {current}): open it once where it can be written to update it"
+            )
 
     # -- schema -------------------------------------------------------------------------
 
@@ -175,9 +268,20 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
                         "WHERE key = 'generation'"
                     )
                 self._db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if self._db.in_transaction:  # SQLite may have rolled back already (disk full)
                     self._db.execute("ROLLBACK")
+                if _read_only(exc):
+                    raise PalaceReadOnlyError(
+                        f"the palace is read-only: {self.path} cannot be written ({exc}); "
+                        "nothing was changed"
+                    ) from exc
+                if _disk_full(exc):
+                    raise StorageFullError(
+                        f"the disk is full: {self.path} could not be written ({exc}); the "
+                        "change was rolled back whole and what was written before is kept; "
+                        "free some space and try again"
+                    ) from exc
                 raise
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -198,9 +302,7 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         """
         db: sqlite3.Connection | None = getattr(self._side, "db", None)
         if db is None:
-            db = sqlite3.connect(
-                str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
-            )
+            db = self._connect()
             db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
             with self._side_lock:
                 for side, thread in list(self._side_dbs.items()):
