@@ -14,7 +14,10 @@ on the FAKE hashing embedder (registered into the CLI's ``Palace.open``, as in
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -159,6 +162,33 @@ def test_a_file_name_in_a_mine_report_is_shown_not_obeyed(run: Run, tmp_path: Pa
     assert "skipped" in out
     assert "x\\x1b]52;c;cm0gLXJmIH4=\\x07\\nforged line.png" in out
     assert not any(line.startswith("forged") for line in out.splitlines())
+
+
+def test_log_lines_show_a_file_name_not_obey_it(tmp_path: Path) -> None:
+    """``palace -v`` logs to stderr (here the skipped file, by the miner): log lines are
+    cleaned as the output is. In a child process, where the CLI's logging is its own."""
+    corpus = tmp_path / "binary"
+    corpus.mkdir()
+    (corpus / f"x{CLIPBOARD}.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    driver = Path(__file__).resolve().parent / "palace_driver.py"
+    args = ["-v", "--palace", str(tmp_path / "p"), "mine", str(corpus)]
+    done = subprocess.run(
+        [sys.executable, str(driver), "cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "ANONYMIZED_TELEMETRY": "False",
+            "PALACE_EMBEDDER": "fake",
+            "PALACE_BACKEND": "sqlite",
+        },
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "INFO palace_retrievers.mining: skipped" in done.stderr
+    assert "x\\x1b]52;c;cm0gLXJmIH4=\\x07.png" in done.stderr
+    _nothing_obeyed(done.stderr)
+    _nothing_obeyed(done.stdout)
 
 
 def test_json_keeps_stored_text_exact_and_escaped(run: Run, tmp_path: Path) -> None:
