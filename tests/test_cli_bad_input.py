@@ -327,3 +327,17 @@ def test_writing_to_a_read_only_palace_is_one_line(
     done = palace_cli(palace, *args)
     one_error_line(done.returncode, done.stderr)
     assert "read-only" in done.stderr, done.stderr
+
+
+def test_an_unreadable_ledger_is_one_line(read_only: Callable[[str], Path]) -> None:
+    """A ledger that cannot even be read (chmod 000): one line naming it, exit 1."""
+    palace = read_only("sqlite")
+    ledger = palace / LEDGER_FILE
+    mode = ledger.stat().st_mode
+    ledger.chmod(0)
+    try:
+        done = palace_cli(palace, "search", "ficus")
+    finally:
+        ledger.chmod(mode)
+    one_error_line(done.returncode, done.stderr)
+    assert f"{ledger} cannot be written, nor opened to be read" in done.stderr

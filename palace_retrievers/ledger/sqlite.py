@@ -191,20 +191,22 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
         failure: sqlite3.DatabaseError | None = None
         for target in attempts:
             self._target = target
-            db = self._connect()
+            db = None
             try:
+                db = self._connect()
                 db.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except sqlite3.DatabaseError as exc:
-                db.close()
+                if db is not None:
+                    db.close()
                 failure = exc
                 continue
             self._db = db
             break
         else:
             raise PalaceReadOnlyError(
-                f"{self.path} is read-only and cannot be opened ({failure}); make its "
-                "folder writable, or copy the palace somewhere writable"
+                f"{self.path} cannot be written, nor opened to be read ({failure}); make "
+                "it and its folder readable and writable, or copy the palace somewhere they are"
             )
         try:
             current = self.schema_version
