@@ -9,7 +9,7 @@ the cosine of the real embeddings; three deciders are scored on it:
 - *similarity, the usual recipe*: >= 0.92 duplicate, [0.85, 0.92) update, else new;
 - *similarity, best thresholds*: the two thresholds that maximise update F1 on that very
   set (an oracle, and so an upper bound of what similarity alone can do);
-- ``compare()`` (:mod:`palace_retrievers.memory_match`) with its default thresholds.
+- ``compare()`` (:mod:`palace_retrievers.memory.learned.structural`) with its default thresholds.
 
 The sets: ``memory_pairs.jsonl`` (dev: the matcher was tuned on it), ``…_heldout``
 (its errors were looked at once), ``…_heldout2`` (blind at its first run, then looked at),
@@ -29,8 +29,10 @@ saw the rules: ``…_heldout11`` (130 pairs, blind at its first run, then traine
 ``…_train2`` (220, trained on) and ``…_heldout12`` (130, topics train 2 lacks, left out of
 the pair model's training), then more by such testers (benchmarks/README.md lists them;
 held-out 16–19 are trained on by neither learned judge). More deciders: ``compare()`` then
-the pair model (:mod:`palace_retrievers.pair_model`) when compare() says new; ``compare()``
-then the pair model and the pair reader (:mod:`palace_retrievers.pair_reader`) averaged, as
+the pair model (:mod:`palace_retrievers.memory.learned.pair_model`) when compare() says new;
+``compare()``
+then the pair model and the pair reader (:mod:`palace_retrievers.memory.learned.pair_reader`)
+averaged, as
 remembering weighs them in; the same as the palace reaches it (a pair only if its cosine
 reaches ``memory.candidate_similarity`` or both texts share a slot); and each judge alone.
 
@@ -60,7 +62,7 @@ no supersede** (duplicate and supersede thresholds at 1.0, no structural matcher
 **memories with the similarity recipe** (no structural matcher, 0.92/0.85), and
 **memories with compare()** (the default). The graph is the same in all four. Without
 the structural matcher no memory is filed with a slot, so recall finds no memory by the
-question's slot either (:mod:`palace_retrievers.recall`): those palaces measure search
+question's slot either (:mod:`palace_retrievers.memory.recall`): those palaces measure search
 without slots.
 
 Usage::
@@ -92,12 +94,14 @@ import numpy as np
 from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segments
 from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
 from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
-from palace_retrievers import Palace, pair_model, pair_reader, remembering, wording
+from palace_retrievers import Palace
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.embedder import Embedder
-from palace_retrievers.memory_match import compare
+from palace_retrievers.memory import remembering, wording
+from palace_retrievers.memory.learned import pair_model, pair_reader
+from palace_retrievers.memory.learned.structural import compare
+from palace_retrievers.memory.wording import tokens
 from palace_retrievers.records import Drawer
-from palace_retrievers.wording import tokens
 
 DATA = Path(__file__).resolve().parent / "data"
 SETS = {

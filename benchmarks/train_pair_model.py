@@ -1,14 +1,16 @@
-"""Train the pair model of :mod:`palace_retrievers.pair_model` and say how well it holds.
+"""Train the pair model of :mod:`palace_retrievers.memory.learned.pair_model` and say how well it
+holds.
 
 Reads the labelled memory pairs of ``benchmarks/data`` named in :data:`TRAIN` (the dev
 set, held-out 1–15 and train 2–14), computes each pair's features and vectors with the real
-all-MiniLM-L6-v2, and fits the two estimators of :mod:`palace_retrievers.pair_estimators`
+all-MiniLM-L6-v2, and fits the two estimators of
+:mod:`palace_retrievers.memory.learned.pair_estimators`
 with scikit-learn (which sentence-transformers installs): a random forest over the named
 features (100 trees, depth at most 6, seed 0) and a logistic regression over the features
 and the pair's vectors (standard scaled, C = 0.02). It prints, leaving one set out at a
 time, what their averaged probabilities alone and the structural matcher followed by them
 (:func:`pair_model.combine`) would decide on the set left out, then writes the model
-fitted on every training set as JSON to ``palace_retrievers/data/pair_model.json``
+fitted on every training set as JSON to ``palace_retrievers/memory/learned/data/pair_model.json``
 (``--out`` to write elsewhere, ``--dry-run`` to write nothing) and checks that the JSON
 reader agrees with scikit-learn.
 
@@ -39,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory import BLIND, SETS, embedder, load_pairs, score
 
-from palace_retrievers import pair_estimators, pair_model
 from palace_retrievers.config import MemoryConfig
-from palace_retrievers.memory_match import compare
+from palace_retrievers.memory.learned import pair_estimators, pair_model
+from palace_retrievers.memory.learned.structural import compare
 
 TRAIN = tuple(name for name in SETS.values() if name not in BLIND)
 TREES, DEPTH, SEED = 100, 6, 0

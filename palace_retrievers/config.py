@@ -274,9 +274,9 @@ EXTRACTED_STATUSES = ("active", "pending")
 class MemoryConfig:
     """How memories are deduplicated, recalled, put in context and forgotten.
 
-    See :mod:`palace_retrievers.remembering` (dedupe, supersede),
-    :mod:`palace_retrievers.memory_keeping` (gc) and
-    :mod:`palace_retrievers.recall` (scoring and the context block).
+    See :mod:`palace_retrievers.memory.remembering` (dedupe, supersede),
+    :mod:`palace_retrievers.memory.keeping` (gc) and
+    :mod:`palace_retrievers.memory.recall` (scoring and the context block).
     """
 
     search: bool = field(default=True, metadata=_doc("search memories together with drawers"))
@@ -297,16 +297,17 @@ class MemoryConfig:
     pair_model: bool = field(
         default=True,
         metadata=_doc(
-            "weigh in the learned pair model (palace_retrievers.pair_model): it may call a "
-            "pair the structural matcher calls new an update or a duplicate, and overrule "
-            "an update"
+            "weigh in the learned pair model (palace_retrievers.memory.learned.pair_model): it "
+            "may call a pair the structural matcher calls new an update or a duplicate, and "
+            "overrule an update"
         ),
     )
     pair_reader: bool = field(
         default=True,
         metadata=_doc(
-            "with pair_model, also ask the pair reader (palace_retrievers.pair_reader, a "
-            "cross-encoder that reads both texts together) and average the two opinions"
+            "with pair_model, also ask the pair reader "
+            "(palace_retrievers.memory.learned.pair_reader, a cross-encoder that reads both "
+            "texts together) and average the two opinions"
         ),
     )
     pair_model_threshold: float = field(
@@ -356,7 +357,7 @@ class MemoryConfig:
     min_relevance: float = field(
         default=0.3,
         metadata=_doc(
-            "match to the query (cosine and query terms, see palace_retrievers.recall) "
+            "match to the query (cosine and query terms, see palace_retrievers.memory.recall) "
             "a memory needs to be recalled"
         ),
     )
@@ -371,7 +372,8 @@ class MemoryConfig:
         default=0.5,
         metadata=_doc(
             "added (times the share of the asked time it held) to a memory holding the slot "
-            'a question asks about ("Where do I live?": i|lives_in), see palace_retrievers.recall'
+            'a question asks about ("Where do I live?": i|lives_in), see '
+            "palace_retrievers.memory.recall"
         ),
     )
     gc_superseded_days: float = field(

@@ -37,18 +37,18 @@ from palace_retrievers.errors import (
     PluginError,
     PluginNotFoundError,
 )
-from palace_retrievers.extraction import MemoryExtractor
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
+from palace_retrievers.memory.extraction import MemoryExtractor
+from palace_retrievers.memory.recall import Recall, merge
+from palace_retrievers.memory.remembering import Remembering
 from palace_retrievers.mining import Miner, MineReport, resolve_root, storable
 from palace_retrievers.palace_memories import PalaceMemories
-from palace_retrievers.recall import Recall, merge
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
-from palace_retrievers.remembering import Remembering
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.sources import PALACE_SETTINGS
 from palace_retrievers.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
@@ -719,7 +719,7 @@ class Palace(PalaceMemories):
         Only records of ``user_id`` are searched (unowned ones when it is ``None``).
         Drawers go through the search pipeline (:mod:`palace_retrievers.search`); the
         owner's active memories are found and scored apart and merged in by score
-        (:mod:`palace_retrievers.recall`), which leaves the drawers' own ranking as it
+        (:mod:`palace_retrievers.memory.recall`), which leaves the drawers' own ranking as it
         is. A memory hit has ``hit.memory`` set (``hit.is_memory``) and a drawer view of
         the memory as ``hit.drawer``; memories returned count as recalled.
 

@@ -3,8 +3,8 @@
 :class:`PalaceMemories` is a mixin of ``Palace``: remembering, listing, editing,
 archiving, restoring and forgetting memories, their history and chains, ``gc``, the
 context block, and forgetting a user altogether. Each method is a thin, validated call
-into :class:`~palace_retrievers.remembering.Remembering` (the lifecycle) or
-:mod:`palace_retrievers.recall` (finding memories for a query). Every method is
+into :class:`~palace_retrievers.memory.remembering.Remembering` (the lifecycle) or
+:mod:`palace_retrievers.memory.recall` (finding memories for a query). Every method is
 user-isolated exactly like drawers: ``user_id=None`` sees only unowned memories.
 """
 
@@ -17,9 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError, PluginError
-from palace_retrievers.extraction import Candidate, MemoryExtractor, extract_memories
-from palace_retrievers.memories import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
-from palace_retrievers.recall import context_block
+from palace_retrievers.memory.extraction import Candidate, MemoryExtractor, extract_memories
+from palace_retrievers.memory.recall import context_block
+from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.records import Drawer, Filter, Hit, utc
 from palace_retrievers.search import check_query
 
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from palace_retrievers.embedder import Vectors
     from palace_retrievers.kg import KnowledgeGraph
     from palace_retrievers.ledger import Ledger
-    from palace_retrievers.recall import Recall
-    from palace_retrievers.remembering import Remembering
+    from palace_retrievers.memory.recall import Recall
+    from palace_retrievers.memory.remembering import Remembering
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class PalaceMemories:
         new one (``action == "duplicate"``); a new value of something remembered (the
         same subject and slot, another value) supersedes the old memory, which is kept
         with a link to the new one (``action == "updated"``); anything else is added.
-        Nothing is deleted. See :mod:`palace_retrievers.remembering`.
+        Nothing is deleted. See :mod:`palace_retrievers.memory.remembering`.
 
         Args:
             text: The statement, e.g. ``"We moved to PostgreSQL 15"``.
@@ -218,7 +218,7 @@ class PalaceMemories:
         A header tells the model to use only the memories that apply, then one line per
         memory, ``[YYYY-MM-DD] (kind) text``, best first, until ``max_tokens`` (a token
         counted as 4 characters) is spent. Empty when no memory is relevant. The
-        memories listed count as recalled. See :mod:`palace_retrievers.recall`.
+        memories listed count as recalled. See :mod:`palace_retrievers.memory.recall`.
 
         Args:
             query: The request the context is for.

@@ -26,7 +26,7 @@ Stages, in order (every knob is a ``[search]`` key of ``palace.toml``, see
    and ``final = vector_part + bm25_part + closet + speaker + graph + neighbours``.
 
 No stage removes a vector candidate; each can only add candidates or raise scores.
-Memories are found and scored apart (:mod:`palace_retrievers.recall`) and merged with
+Memories are found and scored apart (:mod:`palace_retrievers.memory.recall`) and merged with
 these hits by :meth:`Palace.search <palace_retrievers.palace.Palace.search>`.
 """
 

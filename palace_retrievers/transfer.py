@@ -60,7 +60,8 @@ import numpy.typing as npt
 from palace_retrievers.embedder import unit_rows
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.kg import Triple, entity_key, predicate_name
-from palace_retrievers.memories import (
+from palace_retrievers.memory.checks import MAX_MEMORY_CHARS
+from palace_retrievers.memory.records import (
     MEMORY_EVENTS,
     MEMORY_KINDS,
     MEMORY_ORIGINS,
@@ -68,7 +69,6 @@ from palace_retrievers.memories import (
     Memory,
     MemoryEvent,
 )
-from palace_retrievers.memory_checks import MAX_MEMORY_CHARS
 from palace_retrievers.palace import Palace
 from palace_retrievers.records import DRAWER_KIND, Drawer
 

@@ -23,7 +23,7 @@ from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segm
 from palace_plugins.builtin.llm_memories import PROMPT, LLMMemoryExtractor, parse_answer
 from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
 from palace_retrievers.errors import ConfigError, PluginError, PluginNotFoundError
-from palace_retrievers.extraction import (
+from palace_retrievers.memory.extraction import (
     KINDS,
     Candidate,
     MemoryExtractor,
@@ -313,7 +313,7 @@ def test_llm_module_does_not_import_langchain() -> None:
 
 
 def test_candidate_kinds_are_the_memory_kinds() -> None:
-    from palace_retrievers.memories import MEMORY_KINDS
+    from palace_retrievers.memory.records import MEMORY_KINDS
 
     assert set(KINDS) == set(MEMORY_KINDS)
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from palace_retrievers import InvalidQueryError, Palace
-from palace_retrievers import remembering as remembering_module
 from palace_retrievers.errors import ConfigError, EmbedderMismatchError, MemoryNotFoundError
-from palace_retrievers.memories import MEMORY_KINDS, Memory
+from palace_retrievers.memory import remembering as remembering_module
+from palace_retrievers.memory.records import MEMORY_KINDS, Memory
 
 MYSQL = "We use MySQL for the orders database"
 POSTGRES = "We use PostgreSQL for the orders database"

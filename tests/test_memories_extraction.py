@@ -19,7 +19,7 @@ import pytest
 
 from palace_plugins import hookimpl
 from palace_retrievers import Palace
-from palace_retrievers.extraction import Candidate, MemoryExtractor
+from palace_retrievers.memory.extraction import Candidate, MemoryExtractor
 from palace_retrievers.records import Drawer
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from palace_retrievers import Palace
-from palace_retrievers import remembering as remembering_module
-from palace_retrievers.recall import CONTEXT_HEADER, tokens
+from palace_retrievers.memory import remembering as remembering_module
+from palace_retrievers.memory.recall import CONTEXT_HEADER, tokens
 
 DRAWERS = [
     "The orders service writes every order to the orders database at night.",

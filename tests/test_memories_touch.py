@@ -27,9 +27,9 @@ from fakes import FAKE_PLUGIN, HashingEmbedder
 from pg_palace import open_postgres_palace
 
 from palace_retrievers import Palace
-from palace_retrievers import remembering as remembering_module
 from palace_retrievers.ledger.postgres_connection import LOCK_CLASS
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
+from palace_retrievers.memory import remembering as remembering_module
 
 if TYPE_CHECKING:
     from services import PostgresService

@@ -1,5 +1,5 @@
-"""The past period a question asks about (:mod:`palace_retrievers.asof`) and the memories
-that held a slot during it (:func:`palace_retrievers.recall.held_slot`).
+"""The past period a question asks about (:mod:`palace_retrievers.memory.asof`) and the memories
+that held a slot during it (:func:`palace_retrievers.memory.recall.held_slot`).
 
 Pure logic: no embedder, no palace.
 """
@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from palace_retrievers.asof import Period, period_in, point, without_period
-from palace_retrievers.memories import Memory
-from palace_retrievers.recall import asked, held_slot
+from palace_retrievers.memory.asof import Period, period_in, point, without_period
+from palace_retrievers.memory.recall import asked, held_slot
+from palace_retrievers.memory.records import Memory
 from palace_retrievers.records import Filter
 
 NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)  # a Wednesday

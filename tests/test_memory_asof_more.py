@@ -1,7 +1,7 @@
 """Questions about the past, more of them: dates without a year
-(:func:`palace_retrievers.asof.period_in`), and memories that ``palace gc`` archived for
+(:func:`palace_retrievers.memory.asof.period_in`), and memories that ``palace gc`` archived for
 having been superseded, which a question about a past period still recalls
-(:mod:`palace_retrievers.recall`).
+(:mod:`palace_retrievers.memory.recall`).
 
 The tests of dates and timelines are pure logic (no embedder). The tests through a palace
 use real SQLite with the FAKE embedder: they check which memories are candidates (the
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from palace_retrievers import Palace
-from palace_retrievers.asof import Period, period_in, without_period
-from palace_retrievers.memories import Memory, MemoryEvent
-from palace_retrievers.recall import held_slot, superseded_at
+from palace_retrievers.memory.asof import Period, period_in, without_period
+from palace_retrievers.memory.recall import held_slot, superseded_at
+from palace_retrievers.memory.records import Memory, MemoryEvent
 
 NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)  # a Wednesday
 USER = "me"

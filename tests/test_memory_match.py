@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.errors import InvalidQueryError, PalaceError
-from palace_retrievers.memory_match import VERDICTS, Match, compare, slot_of
-from palace_retrievers.slots import parse, question_slots, slots_match
-from palace_retrievers.wording import tokens
+from palace_retrievers.memory.learned.structural import VERDICTS, Match, compare, slot_of
+from palace_retrievers.memory.slots import parse, question_slots, slots_match
+from palace_retrievers.memory.wording import tokens
 
 PAIRS = Path(__file__).parents[1] / "benchmarks" / "data"
 

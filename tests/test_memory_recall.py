@@ -1,5 +1,5 @@
 """Recall by the question's slot and time: the current value first, and the value that
-held at a past date (:mod:`palace_retrievers.recall`, :mod:`palace_retrievers.asof`).
+held at a past date (:mod:`palace_retrievers.memory.recall`, :mod:`palace_retrievers.memory.asof`).
 
 Relevance matters here, so the palace uses the REAL all-MiniLM-L6-v2 and real Chroma,
 with the structural matcher on (it files each memory's slot). The two tests of ledger

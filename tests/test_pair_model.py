@@ -1,4 +1,4 @@
-"""The learned pair model (palace_retrievers.pair_model, pair_estimators).
+"""The learned pair model (palace_retrievers.memory.learned.pair_model, pair_estimators).
 
 The model's readers (forest, linear, their average) and the lining up of two texts are
 pure logic, tested on hand-made trees and vectors. What the shipped model decides is
@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palace_retrievers import Palace, pair_model
+from palace_retrievers import Palace
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.memory_match import compare
-from palace_retrievers.pair_estimators import Forest, Linear, PairModel
+from palace_retrievers.memory.learned import pair_model
+from palace_retrievers.memory.learned.pair_estimators import Forest, Linear, PairModel
+from palace_retrievers.memory.learned.structural import compare
 
 
 def one_tree(feature: int, threshold: float, left: list[float], right: list[float]) -> dict:

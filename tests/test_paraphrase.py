@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from palace_retrievers.memory_match import compare
-from palace_retrievers.paraphrase import frames, judge
+from palace_retrievers.memory.learned.paraphrase import frames, judge
+from palace_retrievers.memory.learned.structural import compare
 
 
 def _verdict(old: str, new: str) -> str | None:

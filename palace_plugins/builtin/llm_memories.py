@@ -39,7 +39,7 @@ from typing import Any
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.extraction import (
+from palace_retrievers.memory.extraction import (
     KINDS,
     Candidate,
     MemoryExtractor,
@@ -48,8 +48,8 @@ from palace_retrievers.extraction import (
     prose,
     user_speaker,
 )
+from palace_retrievers.memory.slots import slot_of
 from palace_retrievers.records import Drawer
-from palace_retrievers.slots import slot_of
 
 log = logging.getLogger(__name__)
 

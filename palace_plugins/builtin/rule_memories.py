@@ -1,6 +1,6 @@
 """The ``rules`` memory extractor: memories found by patterns, no model (the default).
 
-It reads only what the user wrote (:func:`~palace_retrievers.extraction.user_texts`: the
+It reads only what the user wrote (:func:`~palace_retrievers.memory.extraction.user_texts`: the
 user's turns of a conversation, the prose of a document, never code), cuts it into
 sentences, and keeps a sentence when one of these patterns opens it, in English or
 Chinese:
@@ -23,7 +23,7 @@ dates and deadlines           "… by Friday", "… on 2026-03-01", "due …",  
 
 Questions, conditionals ("if …", "如果…"), hedges ("maybe", "I think", "可能") and
 sentences over ``max_chars`` are skipped: precision comes before recall. When a sentence
-sets a single-valued slot (:mod:`palace_retrievers.slots`), the candidate carries it and a
+sets a single-valued slot (:mod:`palace_retrievers.memory.slots`), the candidate carries it and a
 triple for the knowledge graph (predicates single-valued under the graph's defaults:
 ``lives_in``, ``works_at``, ``works_as``, ``favourite_*``, ``uses_tool``, ``current_*`` …),
 valid from the drawer's date; a negated one ("I don't live in Lisbon anymore") carries
@@ -45,16 +45,16 @@ from typing import Any
 from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.extraction import (
+from palace_retrievers.memory.extraction import (
     USER_NAMES,
     Candidate,
     MemoryExtractor,
     TripleSpec,
     user_texts,
 )
+from palace_retrievers.memory.slots import Statement, parse
+from palace_retrievers.memory.wording import read, tokens
 from palace_retrievers.records import Drawer
-from palace_retrievers.slots import Statement, parse
-from palace_retrievers.wording import read, tokens
 
 OPTIONS = {"users", "documents", "max_chars"}
 

@@ -2,7 +2,7 @@
 
 :class:`MemoryStore` is storage only. What to remember, when a new value supersedes an
 old one and what ``gc`` archives are decided by the palace
-(:mod:`palace_retrievers.remembering`, :mod:`palace_retrievers.memory_keeping`); the store
+(:mod:`palace_retrievers.memory.remembering`, :mod:`palace_retrievers.memory.keeping`); the store
 keeps each write in one transaction, so that a reader never sees a new value next to the
 one it supersedes, nor a change without its history. Owners are given in their public
 form (``None`` for unowned memories) and every read is scoped to exactly one owner.
@@ -20,7 +20,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers.memories import Memory, MemoryEvent
+from palace_retrievers.memory.records import Memory, MemoryEvent
 
 #: The statuses a memory may be found by for deduplication: the current ones.
 CURRENT = ("active", "pending")

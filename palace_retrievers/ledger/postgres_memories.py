@@ -27,7 +27,7 @@ from palace_retrievers.ids import source_key
 from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
-from palace_retrievers.memories import Memory, MemoryEvent
+from palace_retrievers.memory.records import Memory, MemoryEvent
 
 if TYPE_CHECKING:
     import psycopg

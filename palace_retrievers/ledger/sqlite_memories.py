@@ -30,7 +30,7 @@ from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.ids import source_key
 from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
-from palace_retrievers.memories import Memory, MemoryEvent
+from palace_retrievers.memory.records import Memory, MemoryEvent
 
 _COLUMNS = memory_rows.MEMORY_COLUMNS
 _FIELDS = len(_COLUMNS.split(","))

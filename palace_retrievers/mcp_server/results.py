@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field
 
 from palace_retrievers.kg import Triple
-from palace_retrievers.memories import Memory
+from palace_retrievers.memory.records import Memory
 from palace_retrievers.records import Drawer, Hit
 
 

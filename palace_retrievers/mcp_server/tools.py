@@ -33,7 +33,7 @@ from palace_retrievers.mcp_server.results import (
     memory_out,
     triple_out,
 )
-from palace_retrievers.memories import Memory
+from palace_retrievers.memory.records import Memory
 from palace_retrievers.palace import Palace
 
 SERVER_NAME = "palace"

@@ -1,6 +1,6 @@
 """Life slots: common single-valued facts of a person's life and work, in other words.
 
-A small lexicon for :mod:`palace_retrievers.paraphrase`. Each :class:`Concept` is one
+A small lexicon for :mod:`palace_retrievers.memory.learned.paraphrase`. Each :class:`Concept` is one
 slot people restate in many structures ("I report to Susan" / "my manager is Susan" /
 "我向王总汇报"), with the cues that name it in English and Chinese and the kind of value
 it takes (a person or a name, an amount, a time of day, a count, one of a closed class
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from palace_retrievers.wording import words
+from palace_retrievers.memory.wording import words
 
 #: Value kinds: ``name`` (a name or a thing named: capitalised words in English, the
 #: words left once the cue is set aside in Chinese), ``person`` (a name of a person),

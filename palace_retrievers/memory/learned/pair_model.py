@@ -1,6 +1,6 @@
 """A learned second opinion on memory pairs: update, duplicate or new, from embeddings.
 
-The structural matcher (:mod:`palace_retrievers.memory_match`) tells an update from a
+The structural matcher (:mod:`palace_retrievers.memory.learned.structural`) tells an update from a
 duplicate by reading the two texts: the same slot with another value. Its rules and its
 lexicon of life slots are precise, but they only know the slots and sentence shapes they
 were written for; a memory about a slot they don't name ("our car insurance is with
@@ -8,7 +8,7 @@ Geico" → "I switched the car insurance to Progressive") comes out *new*, and t
 stays current beside the new one.
 
 This module asks the embedder instead of a lexicon. For a pair (old, new) it lines the two
-texts up word by word (:func:`palace_retrievers.wording.tokens`, so "switched" meets
+texts up word by word (:func:`palace_retrievers.memory.wording.tokens`, so "switched" meets
 "switch" and "9am" meets "9:00"), and embeds four more texts with the palace's own model:
 
 - each text with the words the other lacks replaced by "something" (the *templates*:
@@ -21,8 +21,10 @@ change cue, an additive cue, whether a lacking part holds a name or a person, an
 A random forest over those numbers and a logistic regression over them and the six
 vectors (:func:`pair_vectors`), trained on the labelled pairs of ``benchmarks/data``
 (``benchmarks/train_pair_model.py``, fixed seed; the newest held-out set is left out of
-training), give the three probabilities, averaged (:mod:`palace_retrievers.pair_estimators`;
-plain JSON in ``palace_retrievers/data/pair_model.json``: no pickle, no scikit-learn at run
+training), give the three probabilities, averaged
+(:mod:`palace_retrievers.memory.learned.pair_estimators`;
+plain JSON in ``palace_retrievers/memory/learned/data/pair_model.json``: no pickle, no scikit-learn
+at run
 time).
 
 The model was trained on the vectors of one embedder (all-MiniLM-L6-v2, named in the
@@ -47,11 +49,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers import pair_estimators
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.memory_match import PEOPLE
-from palace_retrievers.memory_reading import KIN_ZH
-from palace_retrievers.wording import TYPED, Token, tokens, words
+from palace_retrievers.memory.learned import pair_estimators
+from palace_retrievers.memory.learned.reading import KIN_ZH
+from palace_retrievers.memory.learned.structural import PEOPLE
+from palace_retrievers.memory.wording import TYPED, Token, tokens, words
 
 LABELS = ("duplicate", "new", "update")
 MASK = "something"

@@ -1,27 +1,28 @@
 """Slot values: what a reading holds for one life slot, by the slot's kind.
 
-When a slot of :mod:`palace_retrievers.life_slots` is named in a memory (its cue matched),
+When a slot of :mod:`palace_retrievers.memory.learned.life_slots` is named in a memory (its cue
+matched),
 :func:`slot_values` picks the values of the slot's kind from the
-:class:`~palace_retrievers.memory_reading.Reading`: an e-mail address, a long number, an
+:class:`~palace_retrievers.memory.learned.reading.Reading`: an e-mail address, a long number, an
 amount of money ("5万", "$85,000"), a count, a time of day or a date, how often ("three
 times a week"), one of the slot's closed set of options (its modes, negated or not), the
 clause's other words, a person (王总, 小李), or the names the text holds.
-:mod:`palace_retrievers.memory_frames` makes frames of them.
+:mod:`palace_retrievers.memory.learned.frames` makes frames of them.
 """
 
 from __future__ import annotations
 
 import re
 
-from palace_retrievers.life_slots import Concept
-from palace_retrievers.memory_reading import (
+from palace_retrievers.memory.learned.life_slots import Concept
+from palace_retrievers.memory.learned.reading import (
     CHANGE,
     STOP,
     Reading,
     proper_runs,
     zh_words,
 )
-from palace_retrievers.wording import lemma, zh_number
+from palace_retrievers.memory.wording import lemma, zh_number
 
 __all__ = ["slot_values"]
 

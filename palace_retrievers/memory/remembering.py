@@ -3,20 +3,21 @@
 :class:`Remembering` does the work behind :meth:`Palace.remember` and the other memory
 methods; the palace hands it the ledger, the embedder and its writer lock. Filing a new
 memory is here; reading, editing, archiving, restoring, forgetting and ``gc`` come from
-its mixin :class:`~palace_retrievers.memory_keeping.MemoryKeeping`, and the checks on
-the arguments from :mod:`palace_retrievers.memory_checks`.
+its mixin :class:`~palace_retrievers.memory.keeping.MemoryKeeping`, and the checks on
+the arguments from :mod:`palace_retrievers.memory.checks`.
 
 **Dedupe and supersede.** A new memory is compared with the owner's current (``active``
 or ``pending``) memories that lie near it (cosine at least ``memory.candidate_similarity``,
 at most ``memory.candidates`` of them) or share its slot. The structural matcher
-(:mod:`palace_retrievers.memory_match`) decides for each pair whether the
+(:mod:`palace_retrievers.memory.learned.structural`) decides for each pair whether the
 new text is a *duplicate* (the same statement up to wording), an *update* (the same
 subject and slot with another value) or *new*, with ``memory.duplicate_similarity`` and
 ``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
 the whole rule should the matcher fail). Then two learned judges give their
 probabilities of each verdict, averaged: the pair model
-(:mod:`palace_retrievers.pair_model`, ``memory.pair_model``), which reads the two texts
-through their embeddings, and the pair reader (:mod:`palace_retrievers.pair_reader`,
+(:mod:`palace_retrievers.memory.learned.pair_model`, ``memory.pair_model``), which reads the two
+texts
+through their embeddings, and the pair reader (:mod:`palace_retrievers.memory.learned.pair_reader`,
 ``memory.pair_reader``), a cross-encoder that reads them together. A pair the matcher
 calls new becomes an update when they are at least ``memory.pair_model_threshold`` sure,
 or a duplicate at ``memory.pair_model_duplicate_threshold``; a structural update they call
@@ -51,15 +52,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers import memory_match, pair_model, pair_reader
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.errors import InvalidQueryError, MemoryConflictError
 from palace_retrievers.ids import digest
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.memory_store import CURRENT
-from palace_retrievers.memories import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
-from palace_retrievers.memory_checks import (
+from palace_retrievers.memory.checks import (
     Time,
     check_importance,
     check_kind,
@@ -70,7 +69,10 @@ from palace_retrievers.memory_checks import (
     check_text,
     check_ttl,
 )
-from palace_retrievers.memory_keeping import CONFLICT_RETRIES, MemoryKeeping
+from palace_retrievers.memory.keeping import CONFLICT_RETRIES, MemoryKeeping
+from palace_retrievers.memory.learned import pair_model, pair_reader
+from palace_retrievers.memory.learned import structural as memory_match
+from palace_retrievers.memory.records import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
 from palace_retrievers.records import utc
 
 log = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ Nearest = Callable[[npt.NDArray[np.float32], str | None, int], Sequence[tuple[st
 
 
 def matcher() -> ModuleType | None:
-    """The structural matcher (:mod:`palace_retrievers.memory_match`); ``None`` makes
+    """The structural matcher (:mod:`palace_retrievers.memory.learned.structural`); ``None`` makes
     the cosine thresholds decide alone (tests turn it off this way)."""
     return memory_match
 
@@ -120,7 +122,7 @@ class Remembering(MemoryKeeping):
     """The memory lifecycle of one palace.
 
     New memories are filed here; reading, changing and retiring them come from
-    :class:`~palace_retrievers.memory_keeping.MemoryKeeping`.
+    :class:`~palace_retrievers.memory.keeping.MemoryKeeping`.
 
     Args:
         ledger: Where memories live.

@@ -1,4 +1,4 @@
-"""The learned part of :mod:`palace_retrievers.pair_model`, read from plain JSON.
+"""The learned part of :mod:`palace_retrievers.memory.learned.pair_model`, read from plain JSON.
 
 Two estimators, trained by ``benchmarks/train_pair_model.py`` with scikit-learn and shipped
 as their numbers only (no pickle, no scikit-learn at run time):

@@ -1,11 +1,12 @@
 """Paraphrase: two memories that set one life slot in different structures.
 
-The structural matcher (:mod:`palace_retrievers.memory_match`) aligns two texts token
+The structural matcher (:mod:`palace_retrievers.memory.learned.structural`) aligns two texts token
 by token, so it needs them built alike. People restate a fact in other structures:
 "I report to Susan Lee" / "My new manager is David Chen", "I take the bus to work" / "I
 cycle to work these days", "我的直属领导是王总" / "现在我向李经理汇报". Each text is read as
-*frames* (:mod:`palace_retrievers.memory_frames`): the slots of
-:mod:`palace_retrievers.life_slots` its words name (whatever the structure), each with
+*frames* (:mod:`palace_retrievers.memory.learned.frames`): the slots of
+:mod:`palace_retrievers.memory.learned.life_slots` its words name (whatever the structure), each
+with
 the values of the slot's kind found in the text
 (capitalised names, amounts, times of day, one of a closed set of options...). Two texts
 with a frame of one slot, both about the speaker, then compare by value:
@@ -29,8 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.memory_frames import Frame, frames
-from palace_retrievers.memory_reading import (
+from palace_retrievers.memory.learned.frames import Frame, frames
+from palace_retrievers.memory.learned.reading import (
     CHANGE,
     CJK,
     PERIOD_WORDS,
@@ -42,7 +43,7 @@ from palace_retrievers.memory_reading import (
     reading,
     zh_strip,
 )
-from palace_retrievers.wording import lemma, words
+from palace_retrievers.memory.wording import lemma, words
 
 __all__ = ["Frame", "Judgement", "frames", "judge"]
 

@@ -1,6 +1,6 @@
 """Keeping memories: reading them back, changing them and retiring them once filed.
 
-:class:`MemoryKeeping` is a mixin of :class:`~palace_retrievers.remembering.Remembering`,
+:class:`MemoryKeeping` is a mixin of :class:`~palace_retrievers.memory.remembering.Remembering`,
 which files new memories; everything after filing is here. Every read is scoped to one
 owner (``user_id=None`` sees only the unowned memories), and every change and its
 history are one ledger transaction, after which the vector index follows through the
@@ -30,8 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from palace_retrievers.errors import InvalidQueryError, MemoryConflictError, MemoryNotFoundError
-from palace_retrievers.memories import GC_REASONS, GcReport, Memory, MemoryEvent
-from palace_retrievers.memory_checks import (
+from palace_retrievers.memory.checks import (
     Time,
     check_importance,
     check_kind,
@@ -40,6 +39,7 @@ from palace_retrievers.memory_checks import (
     check_strings,
     check_text,
 )
+from palace_retrievers.memory.records import GC_REASONS, GcReport, Memory, MemoryEvent
 from palace_retrievers.records import utc
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 class MemoryKeeping:
     """Reading, changing and retiring the memories of one palace (mixed into
-    :class:`~palace_retrievers.remembering.Remembering`)."""
+    :class:`~palace_retrievers.memory.remembering.Remembering`)."""
 
     if TYPE_CHECKING:
         # Provided by Remembering, the class this is mixed into.

@@ -7,14 +7,14 @@ vector collection, and their full-text (FTS5) matches: ``memory.recall_candidate
 with no wing applies to every wing of its owner). Expired memories are never recalled.
 
 **The asked slot and the asked time.** A question may name a slot
-(:func:`~palace_retrievers.slots.question_slots`: "Where do I live?" asks ``i|lives_in``)
-and a past period (:func:`~palace_retrievers.asof.period_in`: "in March 2024", "2024年3月",
+(:func:`~palace_retrievers.memory.slots.question_slots`: "Where do I live?" asks ``i|lives_in``)
+and a past period (:func:`~palace_retrievers.memory.asof.period_in`: "in March 2024", "2024年3月",
 "last year"; else a search's ``until``, when it is in the past, is the asked moment; else
 the asked time is now). Both are read from the query's words, without the ledger. Then:
 
 - the owner's memories filed in the asked slot (:meth:`Ledger.slot_memories`, one indexed
   query per asked slot, 1 or 2; plus the candidates whose slot matches it by
-  :func:`~palace_retrievers.slots.slots_match`) are laid out on one timeline per
+  :func:`~palace_retrievers.memory.slots.slots_match`) are laid out on one timeline per
   predicate: each holds from its ``created_at`` until the next one's (or, superseded,
   until its successor's ``created_at``, else its ``status_at``). A memory that held the
   slot during the asked time is a candidate whatever its match, superseded or not, with
@@ -86,13 +86,13 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers.asof import Period, period_in, point, without_period
 from palace_retrievers.config import MemoryConfig, SearchConfig
 from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger import Ledger
-from palace_retrievers.memories import MEMORY_KINDS, Memory, MemoryEvent
+from palace_retrievers.memory.asof import Period, period_in, point, without_period
+from palace_retrievers.memory.records import MEMORY_KINDS, Memory, MemoryEvent
+from palace_retrievers.memory.slots import question_slots, slots_match
 from palace_retrievers.records import Filter, Hit
-from palace_retrievers.slots import question_slots, slots_match
 from palace_retrievers.terms import terms
 
 #: The statuses of the memories a question about a past period may recall (``archived``:
@@ -149,7 +149,7 @@ class Asked:
     """What a query asks about, read from its words alone.
 
     Attributes:
-        slots: The slots it asks (:func:`~palace_retrievers.slots.question_slots`).
+        slots: The slots it asks (:func:`~palace_retrievers.memory.slots.question_slots`).
         period: The past period it asks about (from its words, or the search's past
             ``until``); ``None``: now.
         rest: The query without the words naming the period.

@@ -6,13 +6,13 @@ them and loses the old time without history, while "I live in Lisbon" and "I liv
 Porto now" are 0.70 alike and both stay true. :func:`compare` therefore decides with
 structure first, in this order:
 
-1. **Slots** — both state a single-valued fact (:mod:`palace_retrievers.slots`:
+1. **Slots** — both state a single-valued fact (:mod:`palace_retrievers.memory.slots`:
    ``i|lives_in``, ``order database|uses``). On one slot, the same value is a
    *duplicate* and another value (or the same value negated) an *update*, whatever the
    wording ("I'm based in Lisbon" / "I moved to Porto"); on two different slots the texts
    are *new* to each other.
 2. **Same words** — the two texts have the same content words once wording is made
-   canonical (:mod:`palace_retrievers.wording`: case, punctuation, stop words, light
+   canonical (:mod:`palace_retrievers.memory.wording`: case, punctuation, stop words, light
    stemming, the order of words, numerals, times and dates): a *duplicate*.
 3. **One value span** — the texts agree but for one span (aligned token by token), the
    shared part names the subject, and the span is a value: two times, dates or numbers
@@ -27,7 +27,7 @@ structure first, in this order:
    same times, dates and numbers, the same polarity and mostly the same words is a
    *duplicate*.
 5. **Paraphrase** — what the steps above call *new* is read once more as life slots
-   named in any structure (:mod:`palace_retrievers.paraphrase`: "I report to Susan" /
+   named in any structure (:mod:`palace_retrievers.memory.learned.paraphrase`: "I report to Susan" /
    "My new manager is David", "I take the bus to work" / "I cycle to work", "我月薪两万" /
    "我涨薪了，现在每月两万五"), and a new text that ends the old value ("Sold the Civic,
    ...", "王总调走了") is an update. Anything else is *new*.
@@ -46,11 +46,11 @@ from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from palace_retrievers import paraphrase
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.slots import Statement, parse_tokens, same_slot, slot_of
+from palace_retrievers.memory.learned import paraphrase
+from palace_retrievers.memory.slots import Statement, parse_tokens, same_slot, slot_of
+from palace_retrievers.memory.wording import TYPED, Token, lemma, read, words
 from palace_retrievers.terms import CHINESE_STOP_CHARS, ENGLISH_STOP_WORDS
-from palace_retrievers.wording import TYPED, Token, lemma, read, words
 
 __all__ = ["VERDICTS", "Match", "compare", "slot_of"]
 

@@ -1,9 +1,9 @@
 """As-of: the past period a question asks about ("Where did I live in March 2024?").
 
-Recall (:mod:`palace_retrievers.recall`) answers such a question with the memories that
+Recall (:mod:`palace_retrievers.memory.recall`) answers such a question with the memories that
 held during that period, superseded ones included, rather than with the current ones.
 :func:`period_in` finds the period; :func:`without_period` gives the question without it
-("Where did I live?"), which is what :func:`palace_retrievers.slots.question_slots`
+("Where did I live?"), which is what :func:`palace_retrievers.memory.slots.question_slots`
 reads.
 
 Forms understood (case-insensitive; a year is four digits, 1900 to 2199):

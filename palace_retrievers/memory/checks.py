@@ -1,8 +1,8 @@
 """Checks on what callers hand the memory methods.
 
 Each ``check_*`` function takes one argument as a caller gave it and returns it in the
-form the lifecycle (:mod:`palace_retrievers.remembering`,
-:mod:`palace_retrievers.memory_keeping`) works with (a stripped text, a float, a tuple, a
+form the lifecycle (:mod:`palace_retrievers.memory.remembering`,
+:mod:`palace_retrievers.memory.keeping`) works with (a stripped text, a float, a tuple, a
 timedelta), or raises :class:`~palace_retrievers.errors.InvalidQueryError` with a
 message that says what is wrong.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.memories import MEMORY_KINDS, MEMORY_STATUSES
+from palace_retrievers.memory.records import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.records import Drawer
 
 #: Longest memory text accepted, in characters (a memory is a statement, not a document).

@@ -1,13 +1,14 @@
 """The pair reader: all-MiniLM-L6-v2 reading a memory pair *together*, as a cross-encoder.
 
-The pair model (:mod:`palace_retrievers.pair_model`) sees the two texts of a pair
+The pair model (:mod:`palace_retrievers.memory.learned.pair_model`) sees the two texts of a pair
 (old, new) apart, through their embeddings. The reader sees them as one input,
 ``[CLS] old [SEP] new [SEP]``, so every word of the new text attends to every word of the
 old one: "Jake moved to Austin" against "User's friend Jake lives in Denver" can weigh
 *moved* against *lives in* and *Austin* against *Denver* directly. A three-way head on
 the first token gives the probabilities of duplicate, new and update.
 
-Only a little is learned and shipped (``palace_retrievers/data/pair_reader.safetensors``,
+Only a little is learned and shipped
+(``palace_retrievers/memory/learned/data/pair_reader.safetensors``,
 about 2.4 MB in half precision, trained by ``benchmarks/train_pair_reader.py``): low-rank
 deltas to the attention and feed-forward weights of every layer (``W + scale · B·A``,
 rank 16), the pooler and the head. The base weights are the ones the palace already embeds

@@ -29,8 +29,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from palace_retrievers.errors import PluginError
+from palace_retrievers.memory.wording import words
 from palace_retrievers.records import Drawer
-from palace_retrievers.wording import words
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Candidate:
         importance: 0 to 1 (an explicit "remember that ..." is 1.0).
         source_ids: The drawers it was found in (a subset of those given).
         slot: ``subject|predicate`` when it sets a single-valued fact
-            (:func:`palace_retrievers.memory_match.slot_of`), else ``None``.
+            (:func:`palace_retrievers.memory.learned.structural.slot_of`), else ``None``.
         content_date: When it was said, if known (the drawer's date).
         triples: Facts for the knowledge graph, ``(subject, predicate, object,
             valid_from)``; single-valued predicates close the previous value.

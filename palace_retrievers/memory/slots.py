@@ -4,10 +4,10 @@
 ``i|lives_in`` to Lisbon; ``"We use MySQL for the orders database"`` sets
 ``order database|uses``; ``"The team standup is at 9am"`` sets ``team standup|time``.
 Two memories on one slot with different values are an update of each other, whatever
-their embedding similarity says (see :mod:`palace_retrievers.memory_match`).
+their embedding similarity says (see :mod:`palace_retrievers.memory.learned.structural`).
 
 A :class:`Statement` is found by patterns over the canonical wording of
-:mod:`palace_retrievers.wording`, in English and Chinese. Only predicates that hold one
+:mod:`palace_retrievers.memory.wording`, in English and Chinese. Only predicates that hold one
 value at a time are parsed (where one lives, works, what a thing runs on, a favourite, a
 preference between two options, a name, an age, the time or date of an event, ``my X is
 Y``); "I like hiking" sets no slot, since liking one thing does not undo another. A
@@ -21,7 +21,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.wording import Token, clean, line, read, tokens, words
+from palace_retrievers.memory.wording import Token, clean, line, read, tokens, words
 
 #: The predicates a statement can carry; each holds one value at a time per subject.
 PREDICATES = frozenset(
@@ -99,7 +99,7 @@ class Statement:
         value_key: The value's comparable form (tokens' keys, stop words left out).
         negated: The memory says the opposite (``I don't live in Lisbon anymore``).
         span: Where the value is written in the prepared text the tokens came from
-            (:func:`~palace_retrievers.wording.read`), when parsed from tokens.
+            (:func:`~palace_retrievers.memory.wording.read`), when parsed from tokens.
     """
 
     subject: str
@@ -353,7 +353,7 @@ def parse(text: str) -> Statement | None:
 
 
 def parse_tokens(toks: list[Token], prepared: str | None = None) -> Statement | None:
-    """:func:`parse` of already computed :func:`~palace_retrievers.wording.tokens`
+    """:func:`parse` of already computed :func:`~palace_retrievers.memory.wording.tokens`
     (of ``prepared``, ``wording.read(text)[0]``: with it, "a bike" is told from "the
     bike", which the tokens leave out)."""
     text, where = line(toks)

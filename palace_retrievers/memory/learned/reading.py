@@ -1,7 +1,7 @@
 """Memory reading: a short memory read once, for whose fact it is and what it names.
 
 :func:`reading` (cached: a new memory meets several candidates in a row) gives a
-:class:`Reading`: the text as written and as :mod:`palace_retrievers.wording` prepares it,
+:class:`Reading`: the text as written and as :mod:`palace_retrievers.memory.wording` prepares it,
 its tokens, whether it is Chinese, whose fact it is (the speaker's, a relative's or
 friend's, or someone's unnamed), whether it is negated, and its times, dates and numbers.
 Beside it are the parts the frames and the verdict both read a reading by: its names
@@ -9,8 +9,8 @@ Beside it are the parts the frames and the verdict both read a reading by: its n
 (:func:`atoms`), Chinese text without its function words (:func:`zh_strip`,
 :func:`zh_words`) and the word sets left out of what a text is about (:data:`STOP`,
 :data:`CHANGE`, :data:`PRONOUNS`, :data:`PERIOD_WORDS`).
-:mod:`palace_retrievers.memory_frames` reads the life slots a reading names;
-:mod:`palace_retrievers.paraphrase` compares two readings.
+:mod:`palace_retrievers.memory.learned.frames` reads the life slots a reading names;
+:mod:`palace_retrievers.memory.learned.paraphrase` compares two readings.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.terms import ENGLISH_STOP_WORDS
-from palace_retrievers.wording import (
+from palace_retrievers.memory.wording import (
     FILLERS,
     TYPED,
     Token,
@@ -29,6 +28,7 @@ from palace_retrievers.wording import (
     read,
     words,
 )
+from palace_retrievers.terms import ENGLISH_STOP_WORDS
 
 __all__ = [
     "CHANGE",
@@ -144,7 +144,7 @@ class Reading:
 
     Attributes:
         raw: The NFKC text as written.
-        prepared: :func:`palace_retrievers.wording.read`'s prepared text (the tokens'
+        prepared: :func:`palace_retrievers.memory.wording.read`'s prepared text (the tokens'
             offsets point here; Chinese without the spaces fillers left).
         low: ``prepared`` in lower case.
         toks: The tokens of ``prepared``.

@@ -1,13 +1,14 @@
 """Memory frames: the life slots a short memory names, whoever says it how.
 
-A memory is read once (:func:`~palace_retrievers.memory_reading.reading`); for each slot
-of :mod:`palace_retrievers.life_slots` its words name in any structure, the values of that
-slot's kind (:func:`~palace_retrievers.slot_values.slot_values`) make a frame
+A memory is read once (:func:`~palace_retrievers.memory.learned.reading.reading`); for each slot
+of :mod:`palace_retrievers.memory.learned.life_slots` its words name in any structure, the values
+of that
+slot's kind (:func:`~palace_retrievers.memory.learned.slot_values.slot_values`) make a frame
 (:func:`frames`): "I report to Susan Lee" and "Susan Lee is my manager" both give the
 frame ``manager`` with the value Susan Lee. Beyond the lexicon, a number and what it
 counts ("8 engineers", "十个人") and any "my X is Y" / "Y is my X" / "我的X是Y" are frames
 too. A fact of someone else's has no frame; a relative's frames are named after them
-(``wife/diet``). :mod:`palace_retrievers.paraphrase` compares two memories' frames.
+(``wife/diet``). :mod:`palace_retrievers.memory.learned.paraphrase` compares two memories' frames.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import functools
 import re
 from dataclasses import dataclass
 
-from palace_retrievers.life_slots import (
+from palace_retrievers.memory.learned.life_slots import (
     CONCEPTS,
     FAVOURITE_EN,
     FAVOURITE_NOUNS,
     FAVOURITE_ZH,
     Concept,
 )
-from palace_retrievers.memory_reading import (
+from palace_retrievers.memory.learned.reading import (
     CHANGE,
     CJK,
     KIN_ZH,
@@ -38,8 +39,8 @@ from palace_retrievers.memory_reading import (
     zh_strip,
     zh_words,
 )
-from palace_retrievers.slot_values import slot_values
-from palace_retrievers.wording import lemma, words, zh_number
+from palace_retrievers.memory.learned.slot_values import slot_values
+from palace_retrievers.memory.wording import lemma, words, zh_number
 
 __all__ = ["Frame", "frames"]
 
@@ -103,12 +104,13 @@ class Frame:
     """One slot a text names, and the values of the slot's kind it holds.
 
     Attributes:
-        concept: The slot (:attr:`~palace_retrievers.life_slots.Concept.name`).
+        concept: The slot (:attr:`~palace_retrievers.memory.learned.life_slots.Concept.name`).
         single: The slot holds one value at a time.
         values: Each value as its atoms (words, bigrams, numbers); two values are one when
             they share an atom.
         shown: The values as written, for the verdict's reason.
-        kind: The slot's kind of value (:attr:`~palace_retrievers.life_slots.Concept.kind`).
+        kind: The slot's kind of value
+        (:attr:`~palace_retrievers.memory.learned.life_slots.Concept.kind`).
         strict: The slot compares only when the two texts' qualifiers agree (a work and a
             personal e-mail).
         context: A quantity's other words ("run", "team"): two counts compare only when

@@ -1,0 +1,13 @@
+"""The ``learned`` memory judge's parts: no LLM, offline, shipped weights.
+
+- :mod:`.structural` (with :mod:`.paraphrase`, :mod:`.frames`, :mod:`.reading`,
+  :mod:`.life_slots` and :mod:`.slot_values`): reads both texts into slots and values and
+  says duplicate, update or new where structure can tell;
+- :mod:`.pair_model` (with :mod:`.pair_estimators`): reads the two texts apart, through
+  their embeddings (plain JSON weights in ``data/pair_model.json``);
+- :mod:`.pair_reader`: reads them together, the palace's MiniLM as a cross-encoder (its
+  trained deltas in ``data/pair_reader.safetensors``).
+
+:class:`palace_retrievers.memory.judges.LearnedJudge` averages the two learned judges'
+probabilities and weighs in the structural verdict.
+"""
