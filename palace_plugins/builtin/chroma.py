@@ -25,18 +25,40 @@ of 384 dimensions). Without the copy (a server, or while it is being brought up 
 date) the neighbours' filter fields come from a cache
 (:mod:`palace_plugins.builtin.filter_fields`). When too few neighbours pass, the backend
 hands Chroma the filter as a ``where`` clause, applied inside the HNSW query.
+
+Rebuilds. ``palace reindex`` (:meth:`ChromaIndex.rebuild`) never empties the collection a
+reader is using: it fills a new collection, ``<name>.<8 hex digits>``, then points to it
+from the metadata of an empty collection ``<name>.active`` (key ``palace_active``), then
+deletes the collection it replaced. The pointer lives in Chroma itself, so every reader of
+the same folder or server, on any machine, finds it; a palace whose pointer collection
+does not exist (one never rebuilt since) uses ``<name>`` itself. Embedded, every
+operation reads the pointer first (one indexed read of Chroma's SQLite file) and a query
+reads it again when it is done: an answer from a collection that stopped being the active
+one meanwhile (and may be deleted under it) is not given, the query is asked again of the
+new one. On a server the pointer is read again at most every :data:`FOLLOW_EVERY`
+seconds, and whenever an operation fails (a deleted collection fails every request): the
+operation is then asked of the collection pointed to, if that changed, and so is a query
+whose answer is short of ``k``; the collection a rebuild replaced is deleted
+:data:`RETIRE_AFTER` seconds later (in the background; closing the index waits for it),
+once every reader has moved. A rebuild deletes
+what an interrupted rebuild left behind (collections ``<name>.*`` other than the active one
+and the pointer) before it starts; two rebuilds of one palace on one server at once are
+not supported (the second may delete the collection the first is filling, which then
+fails and is run again).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import secrets
 import sqlite3
 import threading
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -60,6 +82,7 @@ from palace_retrievers.index import (
 from palace_retrievers.records import Filter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULTS: dict[str, int] = {"ef_search": 200, "ef_construction": 200, "max_neighbors": 32}
 #: Nearest neighbours a query asks for unfiltered, at most, before it hands Chroma the
@@ -76,6 +99,17 @@ EXACT_BELOW = 20_000
 UNLOADED = "Nothing found on disk"
 #: An id no record has (palace ids have no spaces), deleted to make Chroma load a segment.
 NO_SUCH_ID = "palace reload probe"
+#: The metadata key of the pointer collection naming the active collection.
+POINTER_KEY = "palace_active"
+#: Seconds a reader of a Chroma server goes on using the collection it found active before
+#: it reads the pointer again (embedded, it reads it at every operation).
+FOLLOW_EVERY = 1.0
+#: Seconds a rebuild on a server waits, once the pointer names the new collection, before
+#: it deletes the old one: every reader has read the pointer again by then (a query on a
+#: collection the server is deleting can come back empty instead of failing).
+RETIRE_AFTER = 2.5 * FOLLOW_EVERY
+#: Times a query is asked again when the active collection changed under it.
+FOLLOW_TRIES = 3
 #: The options that select and reach a Chroma server (none of them: embedded).
 SERVER_OPTIONS = {"url", "host", "port", "ssl", "headers", "tenant", "database", "namespace"}
 
@@ -136,7 +170,7 @@ class ChromaIndex(VectorIndex):
     """One Chroma collection per palace collection: embedded under ``<palace>/index/chroma``,
     or on a Chroma server."""
 
-    capabilities = Capabilities(exact=False, persistent=True)
+    capabilities = Capabilities(exact=False, persistent=True, atomic_rebuild=True)
 
     def __init__(self, context: BackendContext) -> None:
         options_check(
@@ -163,6 +197,13 @@ class ChromaIndex(VectorIndex):
             self._name = f"{prefix}_{context.collection}"
             scheme = "https" if address["ssl"] else "http"
             self._where = f"Chroma server {scheme}://{address['host']}:{address['port']}"
+        #: The collection's own name, the name of its pointer collection, and the name of
+        #: the collection in use (the one the pointer names, or the own name).
+        self._base = self._name
+        self._pointer = f"{self._base}.active"
+        self._followed_at = time.monotonic()
+        self._follow_lock = threading.Lock()
+        self._retiring: dict[str, threading.Timer] = {}
         self._configuration = CreateCollectionConfiguration(
             hnsw=CreateHNSWConfiguration(
                 space="cosine",
@@ -173,6 +214,8 @@ class ChromaIndex(VectorIndex):
         )
         self._client: Any = None
         self._dimension = context.dimension
+        self._counter: sqlite3.Connection | None = None
+        self._counter_lock = threading.Lock()
         try:
             if address is None:
                 path.mkdir(parents=True, exist_ok=True)
@@ -183,6 +226,7 @@ class ChromaIndex(VectorIndex):
                 self._client = chromadb.HttpClient(
                     **address, settings=Settings(anonymized_telemetry=False)
                 )
+            self._name = self._pointed_to()
             self._collection = self._open_collection()
         except Exception as exc:
             self.close()
@@ -203,9 +247,7 @@ class ChromaIndex(VectorIndex):
             )
         self._exact_below = exact_below
         self._catalog: VectorCatalog | None = None
-        self._counter: sqlite3.Connection | None = None
         self._counted: tuple[tuple[str, int | None], int] | None = None
-        self._counter_lock = threading.Lock()
         self._path = path if address is None else None
         if address is None:
             self._counter = _open_counter(path)
@@ -226,10 +268,86 @@ class ChromaIndex(VectorIndex):
         state = self._state()
         return state is not None and state[1] is None
 
-    def _open_collection(self) -> Any:
+    def _open_collection(self, name: str | None = None) -> Any:
+        """The collection ``name`` (the one in use by default): created if it is the
+        index's own name, else one a rebuild created (never created here, so that a
+        collection a rebuild has just deleted does not come back empty)."""
+        name = self._name if name is None else name
+        if name != self._base:
+            return self._client.get_collection(name, embedding_function=None)
         return self._client.get_or_create_collection(
-            name=self._name, embedding_function=None, configuration=self._configuration
+            name=name, embedding_function=None, configuration=self._configuration
         )
+
+    # -- the active collection ----------------------------------------------------------
+
+    def _pointed_to(self) -> str:
+        """The name of the active collection, as the pointer says (embedded: read from
+        Chroma's SQLite file when it can be; else asked of Chroma)."""
+        if self._counter is not None:
+            with self._counter_lock:
+                try:
+                    row = self._counter.execute(_POINTER_SQL, (self._pointer,)).fetchone()
+                except sqlite3.Error:
+                    row = ()
+            if row is None:
+                return self._base
+            if row and row[0]:
+                return str(row[0])
+        from chromadb.errors import NotFoundError
+
+        try:
+            pointer = self._client.get_collection(self._pointer, embedding_function=None)
+        except NotFoundError:
+            return self._base
+        active = (pointer.metadata or {}).get(POINTER_KEY)
+        return str(active) if active else self._base
+
+    def _follow(self, *, now: bool = False) -> str:
+        """Use the collection the pointer names (read now when embedded or ``now``; on a
+        server at most every :data:`FOLLOW_EVERY` seconds); returns its name."""
+        recently = time.monotonic() - self._followed_at < FOLLOW_EVERY
+        if not now and self._counter is None and recently:
+            return str(self._name)
+        active = self._pointed_to()
+        self._followed_at = time.monotonic()
+        if active == self._name:
+            return active
+        with self._follow_lock:
+            if active != self._name:
+                log.info("the Chroma index %s is now %s (rebuilt)", self._base, active)
+                self._collection, self._name = self._open_collection(active), active
+                self._forget()
+        return active
+
+    def _forget(self) -> None:
+        """Drop what was known of the collection in use before it was replaced."""
+        self._counted = None
+        self._fields.forget()
+        if self._catalog is not None:
+            self._catalog.forget()
+
+    def _moved(self, name: str) -> bool:
+        """Whether the pointer names another collection than ``name`` now (``False`` when
+        that cannot be told)."""
+        try:
+            return self._pointed_to() != name
+        except Exception as exc:
+            log.debug("reading the pointer of %s failed: %s", self._base, exc)
+            return False
+
+    def _retrying(self, operation: Callable[[], T]) -> T:
+        """Run ``operation`` on the active collection; when it fails and the pointer has
+        moved meanwhile (a rebuild), run it again on the new collection."""
+        for attempt in range(FOLLOW_TRIES - 1):
+            name = self._follow(now=attempt > 0)
+            try:
+                return operation()
+            except Exception:
+                if not self._moved(name):
+                    raise
+        self._follow(now=True)
+        return operation()
 
     @contextmanager
     def _server_write(self) -> Iterator[None]:
@@ -248,16 +366,18 @@ class ChromaIndex(VectorIndex):
             ) from exc
 
     def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
+        self._follow()
         if self._catalog is not None:
             self._catalog.put(lambda: self._upsert(entries), entries)
             return
         with self._server_write():
-            self._upsert(entries)
+            self._retrying(lambda: self._upsert(entries))
 
-    def _upsert(self, entries: Sequence[IndexEntry]) -> None:
+    def _upsert(self, entries: Sequence[IndexEntry], collection: Any = None) -> None:
+        into = self._collection if collection is None else collection
         for start in range(0, len(entries), self._batch):
             batch = entries[start : start + self._batch]
-            self._collection.upsert(
+            into.upsert(
                 ids=[e.id for e in batch],
                 embeddings=np.stack([e.vector for e in batch]).astype(np.float32),
                 metadatas=[
@@ -275,11 +395,12 @@ class ChromaIndex(VectorIndex):
             self._fields.learn(batch)
 
     def delete(self, *, ids: Sequence[str]) -> None:
+        self._follow()
         if self._catalog is not None:
             self._catalog.drop(lambda: self._delete(ids), ids)
         else:
             with self._server_write():
-                self._delete(ids)
+                self._retrying(lambda: self._delete(ids))
         self._fields.forget(ids)
 
     def _delete(self, ids: Sequence[str]) -> None:
@@ -287,8 +408,28 @@ class ChromaIndex(VectorIndex):
             self._collection.delete(ids=list(ids[start : start + self._batch]))
 
     def query(self, *, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
+        """The nearest neighbours, from the active collection: an answer from one that a
+        rebuild replaced meanwhile is not given (see the module's docstring)."""
         if k <= 0:
             return []
+        for attempt in range(FOLLOW_TRIES):
+            name = self._follow(now=attempt > 0)
+            try:
+                found = self._query(vector, k, where)
+            except Exception:
+                if not self._moved(name):
+                    raise
+                continue
+            # Embedded, the pointer is read again after every query (one SQLite read); on a
+            # server only after an answer short of k, which a collection being deleted
+            # gives: a full answer from the old collection is a right one.
+            if (self._counter is None and len(found) >= k) or not self._moved(name):
+                return found
+        raise IndexUnavailableError(
+            f"the Chroma index {self._base} was replaced {FOLLOW_TRIES} times during a query"
+        )
+
+    def _query(self, vector: npt.NDArray[np.float32], k: int, where: Filter) -> list[VectorMatch]:
         total = self._query_count()
         if total == 0:
             return []
@@ -437,9 +578,77 @@ class ChromaIndex(VectorIndex):
         ]
 
     def count(self) -> int:
-        return int(self._collection.count())
+        return self._retrying(lambda: int(self._collection.count()))
+
+    def rebuild(self, *, batches: Iterable[Sequence[IndexEntry]]) -> None:
+        """Fill a new collection with ``batches``, point to it, then delete the one it
+        replaces (see the module's docstring)."""
+        previous = self._follow(now=True)
+        self._drop_leftovers(keep=previous)
+        fresh = f"{self._base}.{secrets.token_hex(4)}"
+        collection = self._client.create_collection(
+            name=fresh, embedding_function=None, configuration=self._configuration
+        )
+        try:
+            for batch in batches:
+                self._upsert(batch, collection)
+        except BaseException:
+            self._drop(fresh)
+            raise
+        self._point_to(fresh)
+        with self._follow_lock:
+            self._collection, self._name = collection, fresh
+            self._forget()
+        self._followed_at = time.monotonic()
+        self._retire(previous)
+
+    def _retire(self, name: str) -> None:
+        """Delete the collection a rebuild replaced: embedded at once (a reader checks the
+        pointer after each query); on a server :data:`RETIRE_AFTER` seconds later, in the
+        background (:meth:`close` waits for it)."""
+        if self._counter is not None:
+            self._drop(name)
+            return
+        timer = threading.Timer(RETIRE_AFTER, self._retired, args=(name,))
+        timer.daemon = True
+        self._retiring[name] = timer
+        timer.start()
+
+    def _retired(self, name: str) -> None:
+        if self._client is not None:
+            self._drop(name)
+        self._retiring.pop(name, None)
+
+    def _point_to(self, name: str) -> None:
+        """Make ``name`` the active collection, for every reader at once."""
+        pointer = self._client.get_or_create_collection(
+            name=self._pointer, embedding_function=None, metadata={POINTER_KEY: name}
+        )
+        if (pointer.metadata or {}).get(POINTER_KEY) != name:
+            pointer.modify(metadata={POINTER_KEY: name})
+        if self._pointed_to() != name:
+            raise IndexUnavailableError(
+                f"the pointer {self._pointer} of {self._where} did not take {name}"
+            )
+
+    def _drop_leftovers(self, *, keep: str) -> None:
+        """Delete the collections of this index that are neither active nor the pointer
+        (left by an interrupted rebuild, or replaced and not deleted)."""
+        for collection in self._client.list_collections():
+            name = collection if isinstance(collection, str) else collection.name
+            if name in (keep, self._pointer) or name in self._retiring:
+                continue
+            if name == self._base or name.startswith(self._base + "."):
+                self._drop(name)
+
+    def _drop(self, name: str) -> None:
+        try:
+            self._client.delete_collection(name)
+        except Exception as exc:  # deleted already, or left for the next rebuild
+            log.info("deleting the Chroma collection %s failed: %s", name, exc)
 
     def clear(self) -> None:
+        self._follow(now=True)
         if self._catalog is not None:
             self._catalog.reset(self._clear, self._dimension)
         else:
@@ -450,12 +659,18 @@ class ChromaIndex(VectorIndex):
         # Dropping the collection (rather than deleting its ids) also forgets its
         # dimension, so that a reindex with another embedding model can fill it again.
         self._client.delete_collection(self._name)
-        self._collection = self._open_collection()
+        self._collection = self._client.get_or_create_collection(
+            name=self._name, embedding_function=None, configuration=self._configuration
+        )
 
     def health(self) -> Health:
         """Embedded, the HNSW files are checked on disk first (:mod:`hnsw_files`), and
         Chroma is not asked anything more when they are damaged: counting loads the graph,
         and Chroma answers from some damaged files without an error and crashes on others."""
+        try:
+            self._follow(now=True)
+        except Exception as exc:
+            return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
         problem = self._hnsw_problem()
         if problem is not None:
             return Health(ok=False, count=None, detail=problem)
@@ -482,6 +697,8 @@ class ChromaIndex(VectorIndex):
         # Chroma shares one client system per path in the process and keeps it (with its
         # SQLite connection) until the last client is closed; without this, reopening a
         # directory that was deleted or rewritten would reuse the stale system.
+        for timer in list(getattr(self, "_retiring", {}).values()):
+            timer.join()  # a replaced collection on a server is deleted before closing
         client, self._client = self._client, None
         if client is not None:
             client.close()
@@ -507,6 +724,11 @@ _RECORDS = (
 _CHANGED_SQL = f"SELECT e.embedding_id {_RECORDS} AND e.seq_id > ?"
 _COUNT_SQL = f"SELECT count(*) {_RECORDS}"
 _IDS_SQL = f"SELECT e.embedding_id {_RECORDS}"
+#: The active collection's name, in the metadata of the pointer collection.
+_POINTER_SQL = (
+    "SELECT m.str_value FROM collection_metadata m JOIN collections c ON c.id = m.collection_id "
+    f"WHERE c.name = ? AND m.key = '{POINTER_KEY}'"
+)
 _COUNTER_SQL = (
     "SELECT c.id, max(m.seq_id) FROM collections c "
     "LEFT JOIN segments s ON s.collection = c.id "

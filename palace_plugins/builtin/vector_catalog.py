@@ -267,6 +267,12 @@ class VectorCatalog:
             self._table = _Table(dimension)
             self._seen = self._version()
 
+    def forget(self) -> None:
+        """The index was replaced (rebuilt into another collection): the table is dropped,
+        to be rebuilt from the ledger when next needed."""
+        with self._lock:
+            self._table, self._seen = None, None
+
     def _current(self, dimension: int) -> _Table | None:
         """The table, rebuilt first if the index changed since; ``None`` if unusable now.
         Call with the lock held."""
