@@ -149,6 +149,9 @@ SETS = {
     "held-out 25 (not trained on; two thirds Chinese)": "memory_pairs_heldout25.jsonl",
     "held-out 26 (not trained on; two thirds Chinese)": "memory_pairs_heldout26.jsonl",
     "held-out 27 (not trained on; two thirds Chinese)": "memory_pairs_heldout27.jsonl",
+    "train chat (trained on)": "memory_pairs_train_chat.jsonl",
+    "train key-value (trained on)": "memory_pairs_train_keyvalue.jsonl",
+    "train multi-fact (trained on)": "memory_pairs_train_multifact.jsonl",
 }
 BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in range(16, 28))
 """The sets neither shipped learned judge is trained on: held-out 16–19 chose the judges and

@@ -40,6 +40,7 @@ from sklearn.preprocessing import StandardScaler
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memory import BLIND, SETS, embedder, load_pairs, score
+from unrelated_pairs import unrelated_pairs
 
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory.learned import pair_estimators, pair_model
@@ -106,15 +107,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=pair_estimators.MODEL_FILE)
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument(
+        "--unrelated", type=float, default=0.5, help="share of pairs given an unrelated twin"
+    )
+    parser.add_argument("--no-cross", action="store_true", help="skip the leave-one-out table")
     args = parser.parse_args(argv)
     model = embedder()
+    labelled = [load_pairs(name) for name in TRAIN]
+    extra = unrelated_pairs(labelled, model.embed_documents, share=args.unrelated, seed=SEED)
+    print(f"{sum(map(len, labelled))} labelled pairs and {sum(map(len, extra))} unrelated")
     rows: list[np.ndarray] = []
     sides: list[np.ndarray] = []
     labels: list[str] = []
     groups: list[int] = []
     rules: list[str] = []
-    for group, name in enumerate(TRAIN):
-        pairs = load_pairs(name)
+    for group in range(len(TRAIN)):
+        pairs = labelled[group] + extra[group]
         lined = [pair_model.line_up(p["old"], p["new"]) for p in pairs]
         texts = sorted({t for pair in lined for t in pair.texts()})
         vectors = np.asarray(model.embed_documents(texts))
@@ -129,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rules.append(compare(p["old"], p["new"], similarity=min(1.0, feats[0])).verdict)
     x, v, y, g = np.vstack(rows), np.vstack(sides), np.array(labels), np.array(groups)
     proba = np.zeros((len(y), len(pair_model.LABELS)))
-    for group in range(len(TRAIN)):
+    for group in range(0 if args.no_cross else len(TRAIN)):
         held = g == group
         proba[held] = fit(x[~held], v[~held], y[~held]).predict_proba(x[held], v[held])
     verdicts = np.array(rules)
@@ -143,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         return out
 
+    if args.no_cross:
+        return _write(args, x, v, y, model.model_name)
     print(
         f"Each set left out in turn (threshold {THRESHOLD}, veto {VETO}):\n\n"
         "| set left out | pairs | "
@@ -175,10 +185,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "\n(The rules have seen every one of these sets; the model has not seen the one left out.)"
     )
+    return _write(args, x, v, y, model.model_name)
+
+
+def _write(args: argparse.Namespace, x: Any, v: Any, y: Any, embedder_name: str) -> int:
+    """Fit on every pair and write the JSON (unless ``--dry-run``), checked against
+    scikit-learn."""
     if args.dry_run:
         return 0
     final = fit(x, v, y)
-    spec = to_json(final, model.model_name)
+    spec = to_json(final, embedder_name)
+    spec["unrelated_share"] = args.unrelated
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(spec, separators=(",", ":")) + "\n", encoding="utf-8")
     check = pair_estimators.PairModel(json.loads(args.out.read_text(encoding="utf-8")))

@@ -60,6 +60,7 @@ from memory import (
     score,
     similarities,
 )
+from unrelated_pairs import unrelated_pairs
 
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory.learned import pair_model, pair_reader
@@ -274,13 +275,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--renumber", action="store_true", help="add updates made from duplicates with numbers"
     )
+    parser.add_argument(
+        "--unrelated", type=float, default=0.5, help="share of pairs given an unrelated twin"
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--rank", type=int, default=16)
     args = parser.parse_args(argv)
     names = [name for name in SETS.values() if name not in args.blind]
-    pairs = [p for name in names for p in load_pairs(name)]
+    groups = [load_pairs(name) for name in names]
+    pairs = [p for group in groups for p in group]
+    if args.unrelated:
+        extra = unrelated_pairs(groups, embedder().embed_documents, share=args.unrelated, seed=SEED)
+        pairs += [p for group in extra for p in group]
     measured = args.measure or args.blind
     test = [p for name in measured for p in load_pairs(name)]
     if args.swap:

@@ -36,3 +36,8 @@ def palace_register_memory_extractors(register: Register) -> None:
 @hookspec
 def palace_register_embedders(register: Register) -> None:
     """Register embedders: ``register(name, factory(*, model, options) -> Embedder)``."""
+
+
+@hookspec
+def palace_register_memory_judges(register: Register) -> None:
+    """Register memory judges: ``register(name, factory(options) -> MemoryJudge)``."""

@@ -32,6 +32,7 @@ HOOKS = {
     "closet extractor": "palace_register_closet_extractors",
     "memory extractor": "palace_register_memory_extractors",
     "embedder": "palace_register_embedders",
+    "memory judge": "palace_register_memory_judges",
 }
 
 T = TypeVar("T")
@@ -231,6 +232,9 @@ class PluginManager:
 
     def closet_extractor(self, name: str) -> Callable[..., Any]:
         return self.registry("closet extractor").get(name)  # type: ignore[no-any-return]
+
+    def memory_judge(self, name: str) -> Callable[..., Any]:
+        return self.registry("memory judge").get(name)  # type: ignore[no-any-return]
 
     def memory_extractor(self, name: str) -> Callable[..., Any]:
         return self.registry("memory extractor").get(name)  # type: ignore[no-any-return]

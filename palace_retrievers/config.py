@@ -331,12 +331,49 @@ class MemoryConfig:
             "overrule the structural matcher's update (1 never)"
         ),
     )
+    judge: str = field(
+        default="learned",
+        metadata=_doc(
+            "memory judge plugin that calls a new memory against an old one duplicate, "
+            'update or new ("learned": no LLM, offline; "llm": a chat model); options in '
+            "[memory_judges.<name>]"
+        ),
+    )
+    supersede_confidence: float = field(
+        default=0.0,
+        metadata=_doc(
+            "probability of update a judge's update needs to supersede the old memory; a "
+            "less sure update files the new memory linked to the old one as related"
+        ),
+    )
+    duplicate_doubt: float = field(
+        default=1.0,
+        metadata=_doc(
+            "a judge's duplicate files nothing only while its probability of update stays "
+            "below this; otherwise the new memory is filed, related (a new value is never "
+            "dropped on a doubt)"
+        ),
+    )
+    related_confidence: float = field(
+        default=1.0,
+        metadata=_doc(
+            "probability of update or duplicate at which a pair the judge calls new is "
+            "filed as related (both current, linked, the newer first)"
+        ),
+    )
     candidate_similarity: float = field(
         default=0.5,
-        metadata=_doc("cosine an old memory needs to be compared with a new one at all"),
+        metadata=_doc(
+            "cosine an old memory needs to be judged against a new one by vector (full "
+            "text and slot bring others in whatever their cosine)"
+        ),
     )
     candidates: int = field(
-        default=10, metadata=_doc("old memories compared with a new one, at most")
+        default=10, metadata=_doc("nearest old memories by vector judged against a new one")
+    )
+    lexical_candidates: int = field(
+        default=0,
+        metadata=_doc("best full-text matches among old memories judged against a new one"),
     )
     relevance_weight: float = field(
         default=0.6, metadata=_doc("recall score: weight of relevance to the query")
@@ -412,6 +449,9 @@ class MemoryConfig:
             "duplicate_similarity",
             "supersede_similarity",
             "candidate_similarity",
+            "supersede_confidence",
+            "duplicate_doubt",
+            "related_confidence",
             "pair_model_threshold",
             "pair_model_duplicate_threshold",
             "pair_model_veto",
@@ -441,7 +481,13 @@ class MemoryConfig:
         if self.half_life_days <= 0:
             raise ConfigError(f"memory.half_life_days must be positive, not {self.half_life_days}")
         _check_not_negative(
-            "memory", self, "gc_superseded_days", "gc_unused_days", "weight", "slot_weight"
+            "memory",
+            self,
+            "gc_superseded_days",
+            "gc_unused_days",
+            "weight",
+            "slot_weight",
+            "lexical_candidates",
         )
         if self.extracted_status not in EXTRACTED_STATUSES:
             raise ConfigError(
@@ -514,6 +560,9 @@ class Config:
     memory_extractors: dict[str, dict[str, Any]] = field(
         default_factory=dict, metadata=_doc("options per memory extractor plugin")
     )
+    memory_judges: dict[str, dict[str, Any]] = field(
+        default_factory=dict, metadata=_doc("options per memory judge plugin")
+    )
 
     def ledger_options(self) -> dict[str, Any]:
         """The options table of the selected ledger (empty when there is none)."""
@@ -534,6 +583,27 @@ class Config:
     def memory_extractor_options(self) -> dict[str, Any]:
         """The options table of the selected memory extractor (empty when there is none)."""
         return dict(self.memory_extractors.get(self.memory.extractor, {}))
+
+    def memory_judge_options(self) -> dict[str, Any]:
+        """The options table of the selected memory judge. For ``learned``, the
+        ``[memory]`` keys that tune it (``pair_model``, ``pair_reader``,
+        ``pair_model_threshold``, ``pair_model_duplicate_threshold``, ``pair_model_veto``,
+        ``duplicate_similarity``, ``supersede_similarity``) come first, so palaces that set
+        them keep them; ``[memory_judges.learned]`` overrides them."""
+        options = dict(self.memory_judges.get(self.memory.judge, {}))
+        if self.memory.judge != "learned":
+            return options
+        m = self.memory
+        tuned = {
+            "pair_model": m.pair_model,
+            "pair_reader": m.pair_reader,
+            "threshold": m.pair_model_threshold,
+            "duplicate_threshold": m.pair_model_duplicate_threshold,
+            "veto": m.pair_model_veto,
+            "duplicate_similarity": m.duplicate_similarity,
+            "supersede_similarity": m.supersede_similarity,
+        }
+        return {**tuned, **options}
 
     def replace(self, **changes: Any) -> Config:
         """A copy with top-level fields changed (validated like any other input)."""

@@ -44,6 +44,7 @@ from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
 from palace_retrievers.memory.extraction import MemoryExtractor
+from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.memory.recall import Recall, merge
 from palace_retrievers.memory.remembering import Remembering
 from palace_retrievers.mining import Miner, MineReport, resolve_root, storable
@@ -106,6 +107,7 @@ class Palace(PalaceMemories):
         self.indexes = indexes
         self._extractor: ClosetExtractor | None = None
         self._memory_extractor: MemoryExtractor | None = None
+        self._memory_judge: MemoryJudge | None = None
         self._writer = ledger.writer_lock(path)
         # What searches ask of an owner, per ledger generation (see _owner_state).
         self._state_generation = -1
@@ -129,6 +131,7 @@ class Palace(PalaceMemories):
             writing=partial(self.writing, queue=True),
             sync_index=self._sync_held,
             claim_model=self._claim_model,
+            judge=self.memory_judge,
             nearest=self._nearest_memories,
         )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError, PluginError
 from palace_retrievers.memory.extraction import Candidate, MemoryExtractor, extract_memories
+from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.memory.recall import context_block
 from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.records import Drawer, Filter, Hit, utc
@@ -49,6 +50,7 @@ class PalaceMemories:
         _remembering: Remembering
         _recall: Recall
         _memory_extractor: MemoryExtractor | None
+        _memory_judge: MemoryJudge | None
 
         def writing(
             self, operation: str, *, timeout: float | None = None
@@ -372,6 +374,26 @@ class PalaceMemories:
                 MemoryExtractor,
             )
         return self._memory_extractor
+
+    def memory_judge(self) -> tuple[str, MemoryJudge]:
+        """The configured memory judge (``memory.judge``) and its name, built on first
+        use with ``[memory_judges.<name>]`` (see
+        :meth:`~palace_retrievers.config.Config.memory_judge_options`).
+
+        Raises:
+            PluginNotFoundError: no installed plugin provides the judge.
+            PluginError: its factory did not return a ``MemoryJudge``.
+        """
+        name = self.config.memory.judge
+        if self._memory_judge is None:
+            self._memory_judge = self._extractor_plugin(
+                "memory judge",
+                self.plugins.memory_judge,
+                name,
+                self.config.memory_judge_options(),
+                MemoryJudge,
+            )
+        return name, self._memory_judge
 
     def _extractor_plugin(
         self,

@@ -18,7 +18,7 @@ import pytest
 
 from palace_retrievers import InvalidQueryError, Palace
 from palace_retrievers.errors import ConfigError, EmbedderMismatchError, MemoryNotFoundError
-from palace_retrievers.memory import remembering as remembering_module
+from palace_retrievers.memory.learned import judge as learned_judge
 from palace_retrievers.memory.records import MEMORY_KINDS, Memory
 
 MYSQL = "We use MySQL for the orders database"
@@ -29,7 +29,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 @pytest.fixture
 def no_matcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """Decide with the cosine thresholds only."""
-    monkeypatch.setattr(remembering_module, "matcher", lambda: None)
+    monkeypatch.setitem(learned_judge.DEFAULTS, "structural", False)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from palace_retrievers import Palace
-from palace_retrievers.memory import remembering as remembering_module
+from palace_retrievers.memory.learned import judge as learned_judge
 from palace_retrievers.memory.recall import CONTEXT_HEADER, tokens
 
 DRAWERS = [
@@ -32,7 +32,7 @@ DISTINCT = {"memory": {"supersede_similarity": 0.99, "duplicate_similarity": 0.9
 @pytest.fixture(autouse=True)
 def no_matcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """Decide with the cosine thresholds only."""
-    monkeypatch.setattr(remembering_module, "matcher", lambda: None)
+    monkeypatch.setitem(learned_judge.DEFAULTS, "structural", False)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from pg_palace import open_postgres_palace
 from palace_retrievers import Palace
 from palace_retrievers.ledger.postgres_connection import LOCK_CLASS
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
-from palace_retrievers.memory import remembering as remembering_module
+from palace_retrievers.memory.learned import judge as learned_judge
 
 if TYPE_CHECKING:
     from services import PostgresService
@@ -46,7 +46,7 @@ Holder = Callable[[str], AbstractContextManager[None]]
 @pytest.fixture(autouse=True)
 def no_matcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """Decide with the cosine thresholds only."""
-    monkeypatch.setattr(remembering_module, "matcher", lambda: None)
+    monkeypatch.setitem(learned_judge.DEFAULTS, "structural", False)
 
 
 @contextmanager

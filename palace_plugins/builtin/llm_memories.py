@@ -85,8 +85,13 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _MAX_TEXT = 500
 
 
-def _load_model(spec: Any) -> Any:
-    """The chat model an option names: an object with ``invoke``, or a LangChain model id."""
+def load_model(spec: Any, who: str = "memory extractor 'llm'") -> Any:
+    """The chat model an option names: an object with ``invoke``, or a LangChain model id
+    (``who`` names the plugin in errors).
+
+    Raises:
+        ConfigError: neither, or a name without LangChain installed.
+    """
     if hasattr(spec, "invoke"):
         return spec
     if isinstance(spec, str) and spec.strip():
@@ -94,12 +99,12 @@ def _load_model(spec: Any) -> Any:
             from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
         except ImportError:
             raise ConfigError(
-                "memory extractor 'llm': a model given by name needs the 'langchain' package; "
+                f"{who}: a model given by name needs the 'langchain' package; "
                 "install it, or pass a chat model object as the 'model' option"
             ) from None
         return init_chat_model(spec)
     raise ConfigError(
-        "memory extractor 'llm' needs a 'model' option: a LangChain chat model (any object "
+        f"{who} needs a 'model' option: a LangChain chat model (any object "
         "with .invoke(messages)) or a 'provider:model' string"
     )
 
@@ -122,36 +127,40 @@ def passage(drawer: Drawer, users: set[str]) -> str:
     return f"({date}) {text}"
 
 
-def parse_answer(content: Any) -> list[dict[str, Any]]:
-    """The memory items of a model's answer; ``[]`` (and a log line) when it is not JSON."""
+def parse_json(content: Any, key: str, who: str) -> list[dict[str, Any]] | None:
+    """The objects of a model's JSON answer: ``{key: [...]}`` or a bare list; ``None``
+    (and a log line naming ``who``) when the answer holds no such JSON."""
     if isinstance(content, list):  # content blocks: keep the text ones
         content = "".join(
             b if isinstance(b, str) else str(b.get("text", "")) if isinstance(b, dict) else ""
             for b in content
         )
     if not isinstance(content, str):
-        log.warning("the llm memory extractor got a %s, not text", type(content).__name__)
-        return []
+        log.warning("%s got a %s, not text", who, type(content).__name__)
+        return None
     fenced = _FENCE.search(content)
     text = fenced.group(1) if fenced else content
     starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
     if not starts:
-        log.warning("the llm memory extractor's answer has no JSON: %.200r", content)
-        return []
+        log.warning("%s's answer has no JSON: %.200r", who, content)
+        return None
     start = min(starts)
     end = text.rfind("}" if text[start] == "{" else "]")
     try:
         data = json.loads(text[start : end + 1])
     except (json.JSONDecodeError, ValueError) as exc:
-        log.warning(
-            "the llm memory extractor's answer is not valid JSON (%s): %.200r", exc, content
-        )
-        return []
-    items = data.get("memories") if isinstance(data, dict) else data
+        log.warning("%s's answer is not valid JSON (%s): %.200r", who, exc, content)
+        return None
+    items = data.get(key) if isinstance(data, dict) else data
     if not isinstance(items, list):
-        log.warning("the llm memory extractor's answer has no list of memories: %.200r", content)
-        return []
+        log.warning("%s's answer has no list of %s: %.200r", who, key, content)
+        return None
     return [item for item in items if isinstance(item, dict)]
+
+
+def parse_answer(content: Any) -> list[dict[str, Any]]:
+    """The memory items of a model's answer; ``[]`` (and a log line) when it is not JSON."""
+    return parse_json(content, "memories", "the llm memory extractor") or []
 
 
 class LLMMemoryExtractor(MemoryExtractor):
@@ -160,7 +169,7 @@ class LLMMemoryExtractor(MemoryExtractor):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         options = dict(options or {})
         options_check("memory extractor", "llm", options, OPTIONS)
-        self.model = _load_model(options.get("model"))
+        self.model = load_model(options.get("model"))
         self.prompt = str(options.get("prompt") or PROMPT)
         self.importance = _number(options.get("importance", 0.6), "importance", 0.0, 1.0)
         self.max_chars = int(_number(options.get("max_chars", 12_000), "max_chars", 200, 1e7))

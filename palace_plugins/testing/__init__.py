@@ -17,6 +17,8 @@ providing its fixture, as with ``langchain-tests``::
 - :class:`ClosetExtractorTests`: ``extractor_factory``, ``factory(options) ->
   ClosetExtractor`` (and ``sample_drawers`` when the default sample does not suit it).
 - :class:`EmbedderTests`: ``embedder``, the :class:`~palace_retrievers.embedder.Embedder`.
+- :class:`JudgeTests`: ``judge_factory``, ``factory(options) -> MemoryJudge`` (and
+  ``judge_options``, ``sample_pairs`` when it needs them).
 - :class:`LedgerTests`: ``ledger``, an empty :class:`~palace_retrievers.ledger.Ledger`
   (and ``second_ledger``, another handle on the same store, when it can be opened twice).
 
@@ -32,6 +34,7 @@ pytest.register_assert_rewrite(
     "palace_plugins.testing.backends",
     "palace_plugins.testing.closets",
     "palace_plugins.testing.embedders",
+    "palace_plugins.testing.judges",
     "palace_plugins.testing.ledger",
     "palace_plugins.testing.ledger_drawers",
     "palace_plugins.testing.ledger_graph",
@@ -51,6 +54,7 @@ from palace_plugins.testing.backends import (  # noqa: E402 - after the rewrite 
 )
 from palace_plugins.testing.closets import ClosetExtractorTests  # noqa: E402
 from palace_plugins.testing.embedders import EmbedderTests  # noqa: E402
+from palace_plugins.testing.judges import JudgeTests  # noqa: E402
 from palace_plugins.testing.ledger import LedgerTests  # noqa: E402
 from palace_plugins.testing.sources import SourceTests  # noqa: E402
 
@@ -59,6 +63,7 @@ __all__ = [
     "ClosetExtractorTests",
     "EmbedderTests",
     "IndexFactory",
+    "JudgeTests",
     "LedgerTests",
     "SourceTests",
     "brute_force",

@@ -1,27 +1,22 @@
-"""Remembering: how a new memory is filed, deduplicated, or superseding older ones.
+"""Remembering: how a new memory is filed, deduplicated, superseding or beside older ones.
 
 :class:`Remembering` does the work behind :meth:`Palace.remember` and the other memory
-methods; the palace hands it the ledger, the embedder and its writer lock. Filing a new
-memory is here; reading, editing, archiving, restoring, forgetting and ``gc`` come from
-its mixin :class:`~palace_retrievers.memory.keeping.MemoryKeeping`, and the checks on
-the arguments from :mod:`palace_retrievers.memory.checks`.
+methods; the palace hands it the ledger, the embedder, its writer lock and its memory
+judge. Filing a new memory is here; reading, editing, archiving, restoring, forgetting and
+``gc`` come from its mixin :class:`~palace_retrievers.memory.keeping.MemoryKeeping`, and
+the checks on the arguments from :mod:`palace_retrievers.memory.checks`.
 
-**Dedupe and supersede.** A new memory is compared with the owner's current (``active``
-or ``pending``) memories that lie near it (cosine at least ``memory.candidate_similarity``,
-at most ``memory.candidates`` of them) or share its slot. The structural matcher
-(:mod:`palace_retrievers.memory.learned.structural`) decides for each pair whether the
-new text is a *duplicate* (the same statement up to wording), an *update* (the same
-subject and slot with another value) or *new*, with ``memory.duplicate_similarity`` and
-``memory.supersede_similarity`` as its thresholds where structure cannot tell (and as
-the whole rule should the matcher fail). Then two learned judges give their
-probabilities of each verdict, averaged: the pair model
-(:mod:`palace_retrievers.memory.learned.pair_model`, ``memory.pair_model``), which reads the two
-texts
-through their embeddings, and the pair reader (:mod:`palace_retrievers.memory.learned.pair_reader`,
-``memory.pair_reader``), a cross-encoder that reads them together. A pair the matcher
-calls new becomes an update when they are at least ``memory.pair_model_threshold`` sure,
-or a duplicate at ``memory.pair_model_duplicate_threshold``; a structural update they call
-something else (new or duplicate) with at least ``memory.pair_model_veto`` becomes that.
+**The decision**, one path for every judge:
+
+1. :func:`~palace_retrievers.memory.candidates.gather`: the owner's current memories the
+   new one is judged against (nearest by vector, by full text, and in its slot);
+2. the palace's memory judge (``memory.judge``, a plugin: ``learned`` by default) gives
+   its :class:`~palace_retrievers.memory.judges.Opinion` of every pair in one call (a
+   text told again word for word is a duplicate without asking);
+3. :func:`~palace_retrievers.memory.decide.decide` turns each opinion into a
+   :class:`~palace_retrievers.memory.decide.Verdict` under the palace's policy (only a
+   confident update supersedes; in doubt, file).
+
 Then:
 
 - a duplicate files nothing: the existing memory's importance becomes the larger of the
@@ -29,14 +24,21 @@ Then:
   again as ``active`` becomes active, and its history gets a ``duplicate`` event;
 - an update files the new memory and marks every memory it updates ``superseded`` with
   ``superseded_by`` = the new id (history: ``supersede`` on the old, ``update`` on the
-  new). A new memory *older* than the current one it updates (a conversation mined out
-  of order) is filed already superseded by that current one. A ``pending`` new memory
-  supersedes only pending ones; the active ones it updates stay current until it is
-  confirmed (``palace.restore``, or told again as active);
+  new, with the judge's reasons). A new memory *older* than the current one it updates (a
+  conversation mined out of order) is filed already superseded by that current one. A
+  ``pending`` new memory supersedes only pending ones; the active ones it updates stay
+  current until it is confirmed (``palace.restore``, or told again as active);
+- a related pair files the new memory with the old ones' ids in
+  ``metadata["related"]`` (history: ``add`` with ``related``): both stay current, and
+  recall puts the newer first;
 - anything else is filed as a new memory (history: ``add``).
 
-Nothing is ever deleted by remembering. Every change and its history are one ledger
-transaction, and the vector index follows through the ledger's journal.
+The judge reads the likely pairs before the writer lock is taken, so that other writers
+do not wait for it; under the lock the candidates are gathered again and only pairs new
+since then are judged. Nothing is ever deleted by remembering. Every change and its
+history are one ledger transaction, written only while the owner's memory mark still
+holds (decided again otherwise), and the vector index follows through the ledger's
+journal.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ from palace_retrievers.errors import InvalidQueryError, MemoryConflictError
 from palace_retrievers.ids import digest
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.memory_store import CURRENT
+from palace_retrievers.memory.candidates import Nearest, gather
 from palace_retrievers.memory.checks import (
     Time,
     check_importance,
@@ -69,26 +71,17 @@ from palace_retrievers.memory.checks import (
     check_text,
     check_ttl,
 )
+from palace_retrievers.memory.decide import Policy, Verdict, decide, undecided
+from palace_retrievers.memory.judges import JudgeContext, MemoryJudge, Opinion, Pair, check_opinions
 from palace_retrievers.memory.keeping import CONFLICT_RETRIES, MemoryKeeping
-from palace_retrievers.memory.learned import pair_model, pair_reader
-from palace_retrievers.memory.learned import structural as memory_match
 from palace_retrievers.memory.records import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
+from palace_retrievers.memory.slots import slot_of
 from palace_retrievers.records import utc
 
 log = logging.getLogger(__name__)
 
 #: The statuses :meth:`Palace.remember` may file a memory with.
 REMEMBER_STATUSES = ("active", "pending")
-
-#: ``nearest(vector, user_id, k)``: the owner's ``(memory id, cosine)`` pairs nearest
-#: ``vector`` among the *active* memories, from the vector index.
-Nearest = Callable[[npt.NDArray[np.float32], str | None, int], Sequence[tuple[str, float]]]
-
-
-def matcher() -> ModuleType | None:
-    """The structural matcher (:mod:`palace_retrievers.memory.learned.structural`); ``None`` makes
-    the cosine thresholds decide alone (tests turn it off this way)."""
-    return memory_match
 
 
 def supersede_event(old: Memory, by: Memory, at: datetime, **detail: Any) -> MemoryEvent:
@@ -114,8 +107,10 @@ def memory_id(*, user_id: str | None, text: str, at: datetime, attempt: int = 0)
     return "m_" + digest(*parts)
 
 
-Judged = dict[tuple[str, str], dict[str, float]]
-"""The learned judges' averaged probabilities, by (old text, new text)."""
+Judged = dict[tuple[str, str], Opinion]
+"""The judge's opinions so far, by (old text, new text)."""
+#: The judge a palace lends remembering: its name and the judge, built when first used.
+JudgeSource = Callable[[], tuple[str, MemoryJudge]]
 
 
 class Remembering(MemoryKeeping):
@@ -132,6 +127,8 @@ class Remembering(MemoryKeeping):
         writing: The palace's writer lock, as ``writing(operation)``.
         sync_index: Brings the vector indexes up to the ledger's journal.
         claim_model: Records the embedding model when the palace gets its first vectors.
+        judge: The palace's memory judge, as ``judge()`` returning its name and the judge
+            (built when first asked).
         nearest: Finds a new memory's active neighbours in the vector index (the
             ``memories`` collection), so that remembering does not scan every memory of
             the owner; pending ones (few, and not in the index) are still scanned.
@@ -149,14 +146,20 @@ class Remembering(MemoryKeeping):
         writing: Callable[[str], AbstractContextManager[None]],
         sync_index: Callable[[], int],
         claim_model: Callable[[], None],
+        judge: JudgeSource,
         nearest: Nearest | None = None,
     ) -> None:
         self._nearest = nearest
+        self._judge_source = judge
         self._ledger = ledger
         self._config = config.memory
         self._embed = embed
         self._model = model
-        self._warned_pair_model = False
+        self._policy = Policy(
+            supersede_confidence=self._config.supersede_confidence,
+            duplicate_doubt=self._config.duplicate_doubt,
+            related_confidence=self._config.related_confidence,
+        )
         self._writing = writing
         self._sync_index = sync_index
         self._claim_model = claim_model
@@ -205,16 +208,14 @@ class Remembering(MemoryKeeping):
             if not isinstance(value, str):
                 raise InvalidQueryError(f"{name} must be a string, not {value!r}")
         at = datetime.now(UTC) if now is None else utc(now)
-        match = matcher()
-        slot = _slot(match, text)
+        slot = self._slot_of(text)
         if vector is None:
             vector = self._embed([text])[0]
         judged: Judged = {}
-        if match is not None and self._config.pair_model:
-            # The learned judges read the likely pairs before the writer lock is taken, so
-            # other writers do not wait for the embedder and the reader; under the lock
-            # the candidates are read again and only pairs new since then are judged.
-            self._verdicts(match, text, slot, vector, user_id, judged)
+        # The judge reads the likely pairs before the writer lock is taken, so other
+        # writers do not wait for it; under the lock the candidates are gathered again and
+        # only pairs new since then are judged.
+        self._verdicts(text, slot, vector, user_id, judged)
         for _attempt in range(CONFLICT_RETRIES):
             with self._writing("remember"):
                 self._claim_model()
@@ -222,7 +223,7 @@ class Remembering(MemoryKeeping):
                 # still so (another process's queued write, or a machine sharing the
                 # ledger, may have changed the owner's memories in between).
                 mark = (user_id, self._ledger.memory_mark(user_id))
-                verdicts = self._verdicts(match, text, slot, vector, user_id, judged)
+                verdicts = self._verdicts(text, slot, vector, user_id, judged)
                 try:
                     result = self._decide(
                         verdicts,
@@ -258,7 +259,7 @@ class Remembering(MemoryKeeping):
 
     def _decide(
         self,
-        verdicts: list[tuple[Memory, str, float]],
+        verdicts: list[tuple[Memory, Verdict, float]],
         text: str,
         vector: npt.NDArray[np.float32],
         at: datetime,
@@ -273,12 +274,15 @@ class Remembering(MemoryKeeping):
     ) -> Remembered:
         """Act on the verdicts: raise the duplicate, or file the memory superseding what
         it updates; written only if the owner's ``mark`` still holds."""
-        duplicate = next((m for m, v, _ in verdicts if v == "duplicate"), None)
+        duplicate = next(((m, v, s) for m, v, s in verdicts if v.kind == "duplicate"), None)
         if duplicate is not None:
-            sim = next(s for m, _, s in verdicts if m is duplicate)
+            old, verdict, sim = duplicate
             return self._repeat(
-                duplicate, text, importance, tags, sources, life, status, at, sim, mark
+                old, text, importance, tags, sources, life, status, at, sim, mark, verdict
             )
+        related = [m.id for m, v, _ in verdicts if v.kind == "related"]
+        if related:
+            fields = {**fields, "metadata": {**fields["metadata"], "related": related}}
         memory = Memory(
             id=self._free_id(fields["user_id"], text, at),
             text=text,
@@ -292,153 +296,85 @@ class Remembering(MemoryKeeping):
             status_at=at,
             **fields,
         )
-        updates = [m for m, v, _ in verdicts if v == "update"]
+        updates = [(m, v) for m, v, _ in verdicts if v.kind == "update"]
         return self._file(memory, updates, vector, at, mark)
+
+    def candidates(
+        self,
+        text: str,
+        *,
+        user_id: str | None,
+        vector: npt.NDArray[np.float32] | None = None,
+    ) -> list[Memory]:
+        """The owner's current memories a new memory ``text`` would be judged against
+        (see :mod:`palace_retrievers.memory.candidates`), nearest first."""
+        if vector is None:
+            vector = self._embed([text])[0]
+        found = gather(
+            self._ledger,
+            self._config,
+            text=text,
+            vector=vector,
+            slot=self._slot_of(text),
+            user_id=user_id,
+            nearest=self._nearest,
+        )
+        return [m for m, _ in found]
 
     def _verdicts(
         self,
-        match: ModuleType | None,
         text: str,
         slot: str | None,
         vector: npt.NDArray[np.float32],
         user_id: str | None,
         judged: Judged,
-    ) -> list[tuple[Memory, str, float]]:
-        """Each current memory near ``text`` (or in its slot), with the verdict on it
-        (``judged``: the learned judges' opinions so far, by pair; added to)."""
-        near = self._near(vector, user_id)
-        sims = {m.id: s for m, s in near}
-        candidates = {m.id: m for m, _ in near}
-        if slot is not None:
-            in_slot = [
-                m
-                for m in self._ledger.slot_memories(slot, user_id=user_id, statuses=CURRENT)
-                if m.id not in candidates
-            ]
-            stored = self._ledger.memory_vectors([m.id for m in in_slot])
-            for m in in_slot:
-                candidates[m.id] = m
-                sims[m.id] = float(stored[m.id] @ vector) if m.id in stored else 0.0
-        out = []
-        for memory_id_, old in candidates.items():
-            sim = sims[memory_id_]
-            out.append((old, self._verdict(match, old, text, sim), sim))
-        if match is not None and self._config.pair_model:
-            out = self._weigh_in(text, out, judged)
-        out.sort(key=lambda item: (-item[2], item[0].id))
-        return out
-
-    def _near(
-        self, vector: npt.NDArray[np.float32], user_id: str | None
-    ) -> list[tuple[Memory, float]]:
-        """The owner's current memories nearest ``vector`` (at least
-        ``memory.candidate_similarity``, at most ``memory.candidates``), best first."""
-        cfg = self._config
-        if self._nearest is None:
-            return self._ledger.nearest_memories(
-                vector,
-                user_id=user_id,
-                statuses=CURRENT,
-                limit=cfg.candidates,
-                min_similarity=cfg.candidate_similarity,
-            )
-        pending = self._ledger.nearest_memories(
-            vector,
+    ) -> list[tuple[Memory, Verdict, float]]:
+        """Each candidate for ``text`` with the verdict on it, nearest first
+        (``judged``: the judge's opinions so far, by pair; added to)."""
+        found = gather(
+            self._ledger,
+            self._config,
+            text=text,
+            vector=vector,
+            slot=slot,
             user_id=user_id,
-            statuses=("pending",),
-            limit=cfg.candidates,
-            min_similarity=cfg.candidate_similarity,
+            nearest=self._nearest,
         )
-        found = dict(self._nearest(vector, user_id, cfg.candidates))
-        active = [
-            (m, found[m.id])
-            for m in self._ledger.get_memories(list(found))
-            if m.status in CURRENT
-            and m.user_id == user_id
-            and found[m.id] >= cfg.candidate_similarity
+        asked = [
+            Pair(old.text, text, sim)
+            for old, sim in found
+            if old.text != text and (old.text, text) not in judged
         ]
-        near = sorted([*active, *pending], key=lambda pair: (-pair[1], pair[0].id))
-        return near[: cfg.candidates]
-
-    def _verdict(self, match: ModuleType | None, old: Memory, text: str, sim: float) -> str:
-        """``"duplicate"``, ``"update"`` or ``"new"`` for ``text`` against ``old``."""
-        if old.text == text:
-            return "duplicate"
-        cfg = self._config
-        if match is not None:
-            try:
-                verdict = match.compare(
-                    old.text,
-                    text,
-                    similarity=min(max(sim, -1.0), 1.0),
-                    duplicate_threshold=cfg.duplicate_similarity,
-                    supersede_threshold=cfg.supersede_similarity,
-                ).verdict
-            except Exception as exc:  # signal, not gate: fall back to the thresholds
-                log.warning("the memory matcher failed (%s: %s)", type(exc).__name__, exc)
-            else:
-                return verdict if verdict in ("duplicate", "update") else "new"
-        if sim >= cfg.duplicate_similarity:
-            return "duplicate"
-        return "update" if sim >= cfg.supersede_similarity else "new"
-
-    def _weigh_in(
-        self, text: str, verdicts: list[tuple[Memory, str, float]], judged: Judged
-    ) -> list[tuple[Memory, str, float]]:
-        """The structural verdicts with the learned judges weighed in
-        (:func:`pair_model.combine`), unless one pair is a duplicate already: the pair
-        model (one embedder call for all the pairs) and, with ``memory.pair_reader``, the
-        pair reader (one forward pass), their probabilities averaged. Pairs in ``judged``
-        are not asked again; the others are added to it."""
-        cfg = self._config
-        if not verdicts or any(verdict == "duplicate" for _, verdict, _ in verdicts):
-            return verdicts  # a repeat already: nothing is filed, whatever the rest says
-        pairs = list(dict.fromkeys((old.text, text) for old, _, _ in verdicts))
-        asked = [pair for pair in pairs if pair not in judged]
-        if asked and not self._judge(asked, judged):
-            return verdicts
+        name, failure = self._ask(asked, judged)
         out = []
-        for old, verdict, sim in verdicts:
-            probabilities = judged[(old.text, text)]
-            combined = pair_model.combine(
-                verdict,
-                probabilities,
-                cfg.pair_model_threshold,
-                cfg.pair_model_veto,
-                cfg.pair_model_duplicate_threshold,
-            )
-            out.append((old, combined, sim))
+        for old, sim in found:
+            if old.text == text:
+                verdict = decide(
+                    Opinion.certain("duplicate", "told again word for word"), self._policy, name
+                )
+            elif (old.text, text) in judged:
+                verdict = decide(judged[(old.text, text)], self._policy, name)
+            else:
+                verdict = undecided(name, failure or "not judged")
+            out.append((old, verdict, sim))
         return out
 
-    def _judge(self, pairs: list[tuple[str, str]], judged: Judged) -> bool:
-        """Ask the learned judges about ``pairs`` into ``judged``: False when they are not
-        asked (trained on another embedder) or fail."""
-        cfg = self._config
+    def _ask(self, pairs: list[Pair], judged: Judged) -> tuple[str, str | None]:
+        """Ask the judge about ``pairs`` into ``judged``; its name, and why it failed
+        (``None`` when it did not)."""
+        name, judge = self._judge_source()
+        if not pairs:
+            return name, None
         try:
-            trained_for = {pair_model.model().embedder}
-            if cfg.pair_reader:
-                trained_for.add(pair_reader.info().base)
-            if trained_for != {self._model}:
-                if not self._warned_pair_model:
-                    log.info(
-                        "the learned pair judges were trained on %s, not %s: not asked",
-                        ", ".join(sorted(trained_for)),
-                        self._model,
-                    )
-                    self._warned_pair_model = True
-                return False
-            opinions = [pair_model.judge_many(pairs, self._embed)]
-            if cfg.pair_reader:
-                opinions.append(pair_reader.reader().probabilities(pairs))
-        except Exception as exc:  # signal, not gate: the structural verdicts stand
-            log.warning("the learned pair judges failed (%s: %s)", type(exc).__name__, exc)
-            return False
-        for k, pair in enumerate(pairs):
-            judged[pair] = {
-                label: sum(o[k][label] for o in opinions) / len(opinions)
-                for label in pair_model.LABELS
-            }
-        return True
+            opinions = check_opinions(
+                name, pairs, judge.judge(pairs, JudgeContext(embed=self._embed, model=self._model))
+            )
+        except Exception as exc:  # never supersede on a failure: the pairs stay undecided
+            log.warning("the memory judge %r failed (%s: %s)", name, type(exc).__name__, exc)
+            return name, f"{type(exc).__name__}: {exc}"
+        for pair, opinion in zip(pairs, opinions, strict=True):
+            judged[(pair.old, pair.new)] = opinion
+        return name, None
 
     def _free_id(self, user_id: str | None, text: str, at: datetime) -> str:
         for attempt in range(100):
@@ -459,6 +395,7 @@ class Remembering(MemoryKeeping):
         at: datetime,
         similarity: float,
         mark: tuple[str | None, int] | None = None,
+        verdict: Verdict | None = None,
     ) -> Remembered:
         """The duplicate case: raise the existing memory instead of filing a new one."""
         expires = old.expires_at
@@ -485,7 +422,11 @@ class Remembering(MemoryKeeping):
             new_text=text,
             old_status=old.status if activate else None,
             new_status="active" if activate else None,
-            detail={"similarity": round(similarity, 4), "importance": new.importance},
+            detail={
+                "similarity": round(similarity, 4),
+                "importance": new.importance,
+                **_why(verdict),
+            },
         )
         superseded: list[Memory] = []
         events = [event]
@@ -519,7 +460,7 @@ class Remembering(MemoryKeeping):
     def _file(
         self,
         memory: Memory,
-        updates: Sequence[Memory],
+        judged: Sequence[tuple[Memory, Verdict]],
         vector: npt.NDArray[np.float32],
         at: datetime,
         mark: tuple[str | None, int] | None = None,
@@ -533,6 +474,11 @@ class Remembering(MemoryKeeping):
         and are kept in its ``metadata["updates"]`` until then.
         """
         vectors = {memory.id: vector}
+        updates = [m for m, _ in judged]
+        why = _why(judged[0][1]) if judged else {}
+        related = memory.metadata.get("related")
+        if related:
+            why = {**why, "related": list(related)}
         newer = [m for m in updates if m.created_at > memory.created_at]
         if newer:
             current = max(newer, key=lambda m: (m.created_at, m.id))
@@ -544,7 +490,7 @@ class Remembering(MemoryKeeping):
                 user_id=filed.user_id,
                 new_text=filed.text,
                 new_status="superseded",
-                detail={"superseded_by": current.id, "older_than_current": True},
+                detail={"superseded_by": current.id, "older_than_current": True, **why},
             )
             self._ledger.save_memories(
                 [filed], vectors=vectors, model=self._model, events=[event], if_mark=mark
@@ -567,7 +513,7 @@ class Remembering(MemoryKeeping):
                 old_text=updates[0].text if updates else None,
                 new_text=memory.text,
                 new_status=memory.status,
-                detail={"supersedes": [m.id for m in updates]} if updates else {},
+                detail={"supersedes": [m.id for m in updates], **why} if updates else why,
             ),
             *(supersede_event(old, memory, at) for old in updates),
         ]
@@ -581,17 +527,22 @@ class Remembering(MemoryKeeping):
         return Remembered(memory=memory, action="added")
 
     def _slot_of(self, text: str) -> str | None:
-        """The slot of ``text`` by the structural matcher (see :func:`matcher`)."""
-        return _slot(matcher(), text)
+        """The slot of ``text`` (:mod:`palace_retrievers.memory.slots`); ``None`` when it
+        has none, or when reading it fails (a signal, not a gate)."""
+        try:
+            slot = slot_of(text)
+        except Exception as exc:  # signal, not gate
+            log.warning("reading a memory's slot failed (%s: %s)", type(exc).__name__, exc)
+            return None
+        return slot if isinstance(slot, str) and slot else None
 
 
-def _slot(match: ModuleType | None, text: str) -> str | None:
-    """The slot of ``text`` by the matcher (``None`` without one, or when it fails)."""
-    if match is None or not hasattr(match, "slot_of"):
-        return None
-    try:
-        slot = match.slot_of(text)
-    except Exception as exc:  # signal, not gate
-        log.warning("the memory matcher failed on a slot (%s: %s)", type(exc).__name__, exc)
-        return None
-    return slot if isinstance(slot, str) and slot else None
+def _why(verdict: Verdict | None) -> dict[str, Any]:
+    """What a history event keeps of the verdict behind it: the judge and its reasons."""
+    if verdict is None:
+        return {}
+    return {
+        "judge": verdict.judge,
+        "confidence": round(verdict.confidence, 4),
+        "reasons": list(verdict.reasons),
+    }

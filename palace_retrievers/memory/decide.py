@@ -1,0 +1,80 @@
+"""One decision for every judge: a judge's opinion of a pair becomes a typed verdict.
+
+The policy (``[memory]`` in ``palace.toml``) is the palace's, not the judge's, and it is
+built on one rule: **never hide a true memory, never drop a new value**.
+
+- An **update** supersedes the old memory only when the judge calls it an update with a
+  probability of update of at least ``memory.supersede_confidence``. A less sure update
+  is **related**: the new memory is filed as new, linked to the old one
+  (``metadata["related"]``), and both stay current; recall shows the newer first.
+- A **duplicate** files nothing only when the judge's probability of update stays below
+  ``memory.duplicate_doubt``: in doubt between a repeat and a new value, the new memory
+  is filed (related), since a dropped update loses the value for good while an extra
+  related memory costs a line.
+- A **new** with a probability of update or duplicate of at least
+  ``memory.related_confidence`` is related; otherwise it is simply new.
+
+A judge that fails is no verdict at all: :func:`undecided` files the memory as new.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from palace_retrievers.memory.judges import Opinion
+
+Kind = Literal["duplicate", "update", "related", "new"]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How sure a judge must be (see the module's docstring)."""
+
+    supersede_confidence: float = 0.0
+    duplicate_doubt: float = 1.0
+    related_confidence: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the palace does with a new memory against one old memory.
+
+    Attributes:
+        kind: ``duplicate`` (file nothing), ``update`` (supersede the old memory),
+            ``related`` (file the new one linked to the old one) or ``new``.
+        confidence: The judge's probability of what it called the pair.
+        reasons: Why: the judge's notes, and the policy's when it changed the call.
+        judge: The judge's name.
+    """
+
+    kind: Kind
+    confidence: float
+    reasons: tuple[str, ...]
+    judge: str
+
+
+def decide(opinion: Opinion, policy: Policy, judge: str) -> Verdict:
+    """The verdict on one pair from ``judge``'s ``opinion`` under ``policy``."""
+    p = opinion.probabilities
+    update, duplicate = float(p["update"]), float(p["duplicate"])
+    reasons = opinion.reasons
+    if opinion.verdict == "update":
+        if update >= policy.supersede_confidence:
+            return Verdict("update", update, reasons, judge)
+        note = f"an update at {update:.2f}, under supersede_confidence"
+        return Verdict("related", update, (*reasons, note), judge)
+    if opinion.verdict == "duplicate":
+        if update < policy.duplicate_doubt or policy.duplicate_doubt >= 1.0:
+            return Verdict("duplicate", duplicate, reasons, judge)
+        note = f"a duplicate, but an update at {update:.2f} (duplicate_doubt): filed"
+        return Verdict("related", duplicate, (*reasons, note), judge)
+    if max(update, duplicate) >= policy.related_confidence and policy.related_confidence < 1.0:
+        note = f"new, but update {update:.2f} / duplicate {duplicate:.2f}: related"
+        return Verdict("related", float(p["new"]), (*reasons, note), judge)
+    return Verdict("new", float(p["new"]), reasons, judge)
+
+
+def undecided(judge: str, why: str) -> Verdict:
+    """The verdict when ``judge`` could not judge: filed as new, nothing superseded."""
+    return Verdict("new", 0.0, (f"the judge failed: {why}",), judge)

@@ -1,0 +1,145 @@
+"""The ``learned`` memory judge: the structural matcher, then two learned judges averaged.
+
+For each pair:
+
+1. the **structural matcher** (:mod:`.structural`) reads both texts into slots and
+   values and says duplicate, update or new where structure can tell, with the cosine
+   thresholds ``duplicate_similarity`` and ``supersede_similarity`` where it cannot;
+2. the **pair model** (:mod:`.pair_model`, reading the two texts apart through their
+   embeddings) and the **pair reader** (:mod:`.pair_reader`, a cross-encoder reading
+   them together) give their probabilities of each label, averaged; both are trained for
+   all-MiniLM-L6-v2 and asked only in a palace that embeds with it;
+3. :func:`.pair_model.combine` weighs them in: a structural *new* becomes their update
+   at ``threshold`` or their duplicate at ``duplicate_threshold``; a structural *update*
+   they call something else at ``veto`` becomes the likelier of the two.
+
+The opinion's verdict is that combined call; its probabilities are the averaged judges'
+(so the palace's policy can tell a sure update from an unsure one), or all on the
+structural verdict when the learned judges are not asked.
+
+Options (``[memory_judges.learned]``): ``structural``, ``pair_model`` and
+``pair_reader`` (ask each, default true; without the structural matcher the cosine
+thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_threshold``
+(0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from palace_retrievers.embedder import options_check
+from palace_retrievers.errors import ConfigError
+from palace_retrievers.memory.judges import LABELS, JudgeContext, MemoryJudge, Opinion, Pair
+from palace_retrievers.memory.learned import pair_model, pair_reader, structural
+
+log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, Any] = {
+    "structural": True,
+    "pair_model": True,
+    "pair_reader": True,
+    "threshold": 0.6,
+    "duplicate_threshold": 0.6,
+    "veto": 0.7,
+    "duplicate_similarity": 0.92,
+    "supersede_similarity": 0.85,
+}
+
+
+class LearnedJudge(MemoryJudge):
+    """The default judge (see the module's docstring)."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        options = {**DEFAULTS, **(options or {})}
+        options_check("memory judge", "learned", options, set(DEFAULTS))
+        for name in ("structural", "pair_model", "pair_reader"):
+            if not isinstance(options[name], bool):
+                raise ConfigError(f"memory judge 'learned': {name} must be true or false")
+        for name in DEFAULTS:
+            value = options[name]
+            if isinstance(value, bool) != isinstance(DEFAULTS[name], bool):
+                raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
+            if not isinstance(value, bool) and not (
+                isinstance(value, int | float) and 0.0 <= value <= 1.0
+            ):
+                raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
+        self.options = options
+        self._warned = False
+
+    def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
+        verdicts = [self._structural(pair) for pair in pairs]
+        learned = self._learned(pairs, context)
+        if learned is None:
+            return [Opinion.certain(v, f"structural: {why}") for v, why in verdicts]
+        out = []
+        for (verdict, why), probabilities in zip(verdicts, learned, strict=True):
+            combined = pair_model.combine(
+                verdict,
+                probabilities,
+                self.options["threshold"],
+                self.options["veto"],
+                self.options["duplicate_threshold"],
+            )
+            shown = ", ".join(f"{k} {probabilities[k]:.2f}" for k in LABELS)
+            out.append(
+                Opinion(combined, probabilities, (f"structural: {why}", f"learned: {shown}"))
+            )
+        return out
+
+    def _structural(self, pair: Pair) -> tuple[str, str]:
+        """The structural matcher's verdict and reason (the cosine thresholds' when it is
+        turned off or fails)."""
+        options = self.options
+        if options["structural"]:
+            try:
+                match = structural.compare(
+                    pair.old,
+                    pair.new,
+                    similarity=min(max(pair.similarity, -1.0), 1.0),
+                    duplicate_threshold=options["duplicate_similarity"],
+                    supersede_threshold=options["supersede_similarity"],
+                )
+            except Exception as exc:  # signal, not gate: fall back to the thresholds
+                log.warning("the memory matcher failed (%s: %s)", type(exc).__name__, exc)
+            else:
+                verdict = match.verdict if match.verdict in ("duplicate", "update") else "new"
+                return verdict, match.reason or verdict
+        if pair.similarity >= options["duplicate_similarity"]:
+            return "duplicate", f"cosine {pair.similarity:.2f}"
+        if pair.similarity >= options["supersede_similarity"]:
+            return "update", f"cosine {pair.similarity:.2f}"
+        return "new", f"cosine {pair.similarity:.2f}"
+
+    def _learned(
+        self, pairs: Sequence[Pair], context: JudgeContext
+    ) -> list[dict[str, float]] | None:
+        """The averaged probabilities of the learned judges, or ``None`` when they are
+        not asked (turned off, trained on another embedder) or fail."""
+        if not self.options["pair_model"] or not pairs:
+            return None
+        try:
+            trained_for = {pair_model.model().embedder}
+            if self.options["pair_reader"]:
+                trained_for.add(pair_reader.info().base)
+            if trained_for != {context.model}:
+                if not self._warned:
+                    log.info(
+                        "the learned pair judges were trained on %s, not %s: not asked",
+                        ", ".join(sorted(trained_for)),
+                        context.model,
+                    )
+                    self._warned = True
+                return None
+            asked = [(p.old, p.new) for p in pairs]
+            opinions = [pair_model.judge_many(asked, context.embed)]
+            if self.options["pair_reader"]:
+                opinions.append(pair_reader.reader().probabilities(asked))
+        except Exception as exc:  # signal, not gate: the structural verdicts stand
+            log.warning("the learned pair judges failed (%s: %s)", type(exc).__name__, exc)
+            return None
+        return [
+            {label: sum(o[k][label] for o in opinions) / len(opinions) for label in LABELS}
+            for k in range(len(pairs))
+        ]
