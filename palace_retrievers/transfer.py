@@ -52,7 +52,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +78,12 @@ RECORD_TYPES = ("header", "drawer", "memory", "history", "triple")
 
 #: Export every owner's records (the default of :func:`export_records`).
 EVERYONE = "*"
+
+
+class Writer(Protocol):
+    """Where an export is written: a text file, or anything with ``write(str)``."""
+
+    def write(self, text: str, /) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -170,7 +176,7 @@ def export_records(palace: Palace, *, user_id: str | None = EVERYONE) -> Iterato
                     yield {"type": "triple", **triple.as_dict()}
 
 
-def write_jsonl(records: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
+def write_jsonl(records: Iterable[Mapping[str, Any]], out: Writer) -> int:
     """Write ``records`` one JSON object a line; returns how many."""
     count = 0
     for record in records:
@@ -196,7 +202,7 @@ def _cell(value: Any) -> str:
     return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
 
 
-def write_markdown(records: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
+def write_markdown(records: Iterable[Mapping[str, Any]], out: Writer) -> int:
     """Write ``records`` (as :func:`export_records` yields them) as a Markdown document."""
     count = 0
     section = ""
@@ -260,7 +266,7 @@ def write_markdown(records: Iterable[Mapping[str, Any]], out: IO[str]) -> int:
     return count
 
 
-def _write_history(events: Sequence[Mapping[str, Any]], out: IO[str]) -> None:
+def _write_history(events: Sequence[Mapping[str, Any]], out: Writer) -> None:
     if not events:
         return
     out.write("\nHistory:\n\n")

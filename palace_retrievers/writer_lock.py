@@ -33,6 +33,7 @@ like other processes do.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -48,7 +49,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from palace_retrievers.errors import PalaceBusyError
+from palace_retrievers.errors import PalaceBusyError, PalaceReadOnlyError
 
 #: The long writes, during which another process's memory writes are queued rather than
 #: kept waiting (see :meth:`palace_retrievers.Palace.writing`). A reindex is not one: it
@@ -187,6 +188,13 @@ class WriterLock(PalaceLock):
             self._lock.acquire(timeout=timeout, blocking=True)
         except Timeout:
             return False
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise PalaceReadOnlyError(
+                    f"the palace at {self._dir} is read-only: its writer lock cannot be "
+                    f"taken ({exc.strerror or exc}); reading works, writing does not"
+                ) from None
+            raise
         return True
 
     def _release(self) -> None:

@@ -207,6 +207,30 @@ def test_json_keeps_stored_text_exact_and_escaped(run: Run, tmp_path: Path) -> N
         assert text in [item["text"] for item in found], args
 
 
+def test_an_export_to_standard_output_obeys_nothing_and_imports_back_exactly(
+    run: Run, tmp_path: Path
+) -> None:
+    """``palace export`` to standard output: JSONL writes no control character raw yet
+    imports back to the exact text; Markdown shows them as escapes."""
+    text = f"{NASTY}\x7f\u2066\u2069"
+    ok(run, "remember", text)
+    exported = ok(run, "export")
+    for character in ("\x1b", "\x07", "\x9b", "\x7f", "\u202e", "\u2066"):
+        assert character not in exported, character
+    _nothing_obeyed(ok(run, "export", "--format", "markdown"))
+    dump = tmp_path / "export.jsonl"
+    dump.write_text(exported, encoding="utf-8")
+    other = tmp_path / "other"
+    made = CliRunner().invoke(
+        cli, ["--palace", str(other), "init", "--embedder", "fake", "--backend", "sqlite"]
+    )
+    assert made.exit_code == 0, made.output
+    result = CliRunner().invoke(cli, ["--palace", str(other), "import", str(dump), "--json"])
+    assert result.exit_code == 0, result.output
+    listed = CliRunner().invoke(cli, ["--palace", str(other), "memories", "list", "--json"])
+    assert [m["text"] for m in json.loads(listed.stdout)] == [text]
+
+
 def test_an_error_naming_stored_text_is_one_line_without_controls(run: Run, tmp_path: Path) -> None:
     """An error message that names what it was given (a path, a memory id) stays one
     line on stderr, its control characters and newlines shown as escapes."""

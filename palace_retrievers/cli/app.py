@@ -36,7 +36,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 #: What :func:`emit_json` writes as ``\\uNNNN``: the characters :func:`~.output.clean`
 #: shows as escapes that ``json.dumps`` leaves as they are (it escapes C0 itself).
-_JSON_ESCAPES = {code: f"\\u{code:04x}" for code in HIDDEN if code >= 0x20}
+JSON_ESCAPES = {code: f"\\u{code:04x}" for code in HIDDEN if code >= 0x20}
 
 
 def fail(message: str) -> NoReturn:
@@ -57,7 +57,7 @@ def emit_json(data: Any) -> None:
     as ``\\uNNNN`` escapes too, which decode to the same strings.
     """
     text = json.dumps(data, ensure_ascii=False, indent=2, default=str)
-    click.echo(text.translate(_JSON_ESCAPES))
+    click.echo(text.translate(JSON_ESCAPES))
 
 
 def os_error(exc: OSError) -> PalaceError:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import IO, Any
 
 import click
 
-from palace_retrievers.cli.app import cli, emit_json, json_option, opened
+from palace_retrievers.cli.app import JSON_ESCAPES, cli, emit_json, json_option, opened
+from palace_retrievers.cli.output import clean, echo
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.transfer import (
     EVERYONE,
@@ -46,9 +48,16 @@ def export(ctx: click.Context, fmt: str, output: str, user_id: str | None) -> No
     """
     with opened(ctx) as palace, click.open_file(output, "w", encoding="utf-8") as out:
         records = export_records(palace, user_id=EVERYONE if user_id is None else user_id)
-        count = write_jsonl(records, out) if fmt == "jsonl" else write_markdown(records, out)
+        if fmt == "jsonl":
+            # C1 controls, DEL, bidi overrides and lone surrogates as \uNNNN escapes: the
+            # same strings once read, and nothing a terminal would obey on the way.
+            count = write_jsonl(records, _Translated(out, JSON_ESCAPES))
+        elif output == "-":  # Markdown to read on the terminal: controls shown, not obeyed
+            count = write_markdown(records, _Translated(out, None))
+        else:
+            count = write_markdown(records, out)
     if output != "-":
-        click.echo(f"exported {count} records to {output}", err=True)
+        echo(f"exported {count} records to {output}", err=True)
 
 
 @cli.command("import")
@@ -80,11 +89,26 @@ def import_(ctx: click.Context, path: str, as_json: bool) -> None:
             f"{report.unchanged} already here, {report.embedded} texts embedded"
         )
         if report.conflicts:
-            click.echo(
+            echo(
                 f"  skipped {len(report.conflicts)} records that would overwrite, or point "
                 "at, another owner's records here: " + ", ".join(report.conflicts[:10])
             )
     for reason in report.rejected:
-        click.echo(f"error: {reason}", err=True)
+        echo(f"error: {reason}", err=True)
     if report.rejected:
         ctx.exit(1)
+
+
+class _Translated:
+    """A text stream that writes through ``table`` (``str.translate``), or through
+    :func:`~palace_retrievers.cli.output.clean` keeping newlines when ``table`` is
+    ``None``."""
+
+    def __init__(self, out: IO[str], table: dict[int, str] | None) -> None:
+        self._out = out
+        self._table = table
+
+    def write(self, text: str) -> Any:
+        table = self._table
+        shown = clean(text, lines=True) if table is None else text.translate(table)
+        return self._out.write(shown)
