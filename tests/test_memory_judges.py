@@ -185,6 +185,12 @@ def test_an_unsure_update_files_both_linked_and_newest_first(
     assert palace.memory(old.id, user_id="u1").status == "active"
     listed = [m.id for m in palace.memories(user_id="u1")]
     assert listed.index(new.memory.id) < listed.index(old.id)
+    # Asked in the old memory's very words, search still puts the newer value first.
+    hits = [h for h in palace.search(old.text, k=5, user_id="u1") if h.is_memory]
+    assert [h.id for h in hits[:2]] == [new.memory.id, old.id]
+    assert hits[0].scores["related"] == 1.0
+    block = palace.context(old.text, user_id="u1")
+    assert block.index("Thursdays") < block.index("Tuesdays")
 
 
 def test_a_doubtful_duplicate_is_filed_not_dropped(

@@ -434,7 +434,7 @@ class Recall:
                 Hit(drawer=memory.as_drawer(), score=scores["final"], scores=scores, memory=memory)
             )
         hits.sort(key=lambda h: (-h.score, h.id))
-        return hits
+        return newer_first(hits)
 
     def with_history(self, hits: Sequence[Hit]) -> list[Hit]:
         """``hits`` with the superseded predecessors of each memory hit after it."""
@@ -459,6 +459,35 @@ class Recall:
                             Hit(drawer=m.as_drawer(), score=hit.score, scores=scores, memory=m)
                         )
         return out
+
+
+#: How far above the memory it may replace an unsure update is put (see :func:`newer_first`).
+NEWER_BY = 1e-6
+
+
+def newer_first(hits: Sequence[Hit]) -> list[Hit]:
+    """``hits`` with each memory filed as *related* to older ones (an unsure update: both
+    stay current) put just above the best of those it is related to, when it ranked below:
+    for one subject the newer value comes first. Its score becomes that memory's plus
+    :data:`NEWER_BY`, and ``scores["related"]`` is 1."""
+    out = list(hits)
+    for hit in list(out):
+        related = hit.memory.metadata.get("related") if hit.memory is not None else None
+        if not isinstance(related, list) or not related:
+            continue
+        above = [h for h in out if h.id in related and h.score >= hit.score]
+        if not above:
+            continue
+        score = max(h.score for h in above) + NEWER_BY
+        raised = Hit(
+            drawer=hit.drawer,
+            score=score,
+            scores={**hit.scores, "final": score, "related": 1.0},
+            memory=hit.memory,
+        )
+        out[out.index(hit)] = raised
+    out.sort(key=lambda h: (-h.score, h.id))
+    return out
 
 
 def merge(drawer_hits: Sequence[Hit], memory_hits: Sequence[Hit], k: int) -> list[Hit]:

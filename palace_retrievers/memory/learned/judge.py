@@ -20,19 +20,21 @@ structural verdict when the learned judges are not asked.
 Options (``[memory_judges.learned]``): ``structural``, ``pair_model`` and
 ``pair_reader`` (ask each, default true; without the structural matcher the cosine
 thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_threshold``
-(0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85).
+(0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85),
+``pair_model_file`` and ``pair_reader_file`` (weights of your own; "" for the shipped).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.memory.judges import LABELS, JudgeContext, MemoryJudge, Opinion, Pair
-from palace_retrievers.memory.learned import pair_model, pair_reader, structural
+from palace_retrievers.memory.learned import pair_estimators, pair_model, pair_reader, structural
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,11 @@ DEFAULTS: dict[str, Any] = {
     "veto": 0.7,
     "duplicate_similarity": 0.92,
     "supersede_similarity": 0.85,
+    "pair_model_file": "",
+    "pair_reader_file": "",
 }
+#: Options naming files: the learned judges' weights ("" for the shipped ones).
+FILES = ("pair_model_file", "pair_reader_file")
 
 
 class LearnedJudge(MemoryJudge):
@@ -57,7 +63,10 @@ class LearnedJudge(MemoryJudge):
         for name in ("structural", "pair_model", "pair_reader"):
             if not isinstance(options[name], bool):
                 raise ConfigError(f"memory judge 'learned': {name} must be true or false")
-        for name in DEFAULTS:
+        for name in FILES:
+            if not isinstance(options[name], str):
+                raise ConfigError(f"memory judge 'learned': {name} must be a path (a string)")
+        for name in set(DEFAULTS) - set(FILES):
             value = options[name]
             if isinstance(value, bool) != isinstance(DEFAULTS[name], bool):
                 raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
@@ -66,6 +75,8 @@ class LearnedJudge(MemoryJudge):
             ):
                 raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
         self.options = options
+        self._model_file = Path(options["pair_model_file"] or pair_estimators.MODEL_FILE)
+        self._reader_file = Path(options["pair_reader_file"] or pair_reader.READER_FILE)
         self._warned = False
 
     def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
@@ -120,9 +131,9 @@ class LearnedJudge(MemoryJudge):
         if not self.options["pair_model"] or not pairs:
             return None
         try:
-            trained_for = {pair_model.model().embedder}
+            trained_for = {pair_model.model(self._model_file).embedder}
             if self.options["pair_reader"]:
-                trained_for.add(pair_reader.info().base)
+                trained_for.add(pair_reader.info(self._reader_file).base)
             if trained_for != {context.model}:
                 if not self._warned:
                     log.info(
@@ -133,9 +144,9 @@ class LearnedJudge(MemoryJudge):
                     self._warned = True
                 return None
             asked = [(p.old, p.new) for p in pairs]
-            opinions = [pair_model.judge_many(asked, context.embed)]
+            opinions = [pair_model.judge_many(asked, context.embed, self._model_file)]
             if self.options["pair_reader"]:
-                opinions.append(pair_reader.reader().probabilities(asked))
+                opinions.append(pair_reader.reader(self._reader_file).probabilities(asked))
         except Exception as exc:  # signal, not gate: the structural verdicts stand
             log.warning("the learned pair judges failed (%s: %s)", type(exc).__name__, exc)
             return None

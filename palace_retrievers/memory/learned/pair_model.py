@@ -252,16 +252,20 @@ def model(path: Path = pair_estimators.MODEL_FILE) -> pair_estimators.PairModel:
     return loaded
 
 
-def judge_many(pairs: Sequence[tuple[str, str]], embed: Embed) -> list[dict[str, float]]:
-    """The model's probability of each label for each (old, new) pair: one call of
-    ``embed`` for all their texts."""
+def judge_many(
+    pairs: Sequence[tuple[str, str]],
+    embed: Embed,
+    path: Path = pair_estimators.MODEL_FILE,
+) -> list[dict[str, float]]:
+    """The model's (the shipped one, or the one in ``path``) probability of each label for
+    each (old, new) pair: one call of ``embed`` for all their texts."""
     lined = [line_up(old, new) for old, new in pairs]
     texts = sorted({t for pair in lined for t in pair.texts()})
     if not texts:
         return []
     vectors = np.asarray(embed(texts), dtype=np.float64)
     where = {t: i for i, t in enumerate(texts)}
-    learned = model()
+    learned = model(path)
     out = []
     for pair in lined:
         six = vectors[[where[t] for t in pair.texts()]]

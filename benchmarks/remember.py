@@ -1,0 +1,493 @@
+"""Memory decisions end to end, as a user meets them: ``remember(old)``, then ``remember(new)``.
+
+Each labelled pair of a set (``benchmarks/data/memory_pairs_*.jsonl``: ``old``, ``new``,
+``label`` in update / duplicate / new, ``lang``) gets a user of its own, who already has
+``--others`` (200) unrelated memories in the palace: texts of other sets' pairs in the
+pair's language, filed straight into the ledger with their vectors and slots (what a
+long-lived user has; filing them through ``remember`` would only slow the run). Then, with
+the real all-MiniLM-L6-v2 and the palace's default judge, ``remember(old)`` a day before
+``remember(new)``, and:
+
+- **gate recall**: of the update and duplicate pairs, the share whose old memory is among
+  the candidates the judge reads for the new one (``Remembering.candidates``), measured
+  just before ``remember(new)``;
+- **update P / R**: the palace's update = the old memory ends ``superseded`` by the new
+  one; **duplicate P / R**: ``remember(new)`` answered ``duplicate`` of the old memory;
+- **related**: the new memory was filed linked to the old one as related (an unsure
+  update or duplicate: both stay current, the newer first);
+- **stale answer**: of the update pairs, the share where the top memory hit of
+  ``palace.search(old, k=5)`` -- the old text itself as the question, the hardest case
+  for the new value -- is the old memory;
+- **hidden true memory**: of the ``new`` pairs, the share where the old memory ended
+  superseded (a memory still true hidden);
+- **dropped update**: of the update pairs, the share answered ``duplicate`` (the new value
+  filed nowhere).
+
+Each decider is a ``[memory]`` configuration; ``baseline`` is the palace before the
+decision was reworked (cosine floor 0.5 and slot as the only gate; every judge's update
+supersedes, every duplicate drops), run in the same process on the same pairs. Results
+are printed per set, then per language; nothing is asserted.
+
+Usage::
+
+    .venv/bin/python benchmarks/remember.py --sets blind_team_ops blind_caregivers
+    .venv/bin/python benchmarks/remember.py --sets heldout16 heldout17 --deciders default
+    .venv/bin/python benchmarks/remember.py --speed        # remember p50 / p95, 1,000 memories
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_retrievers import Palace
+from palace_retrievers.memory.decide import Policy, decide
+from palace_retrievers.memory.judges import JudgeContext, Opinion, Pair
+from palace_retrievers.memory.records import Memory
+
+DATA = Path(__file__).resolve().parent / "data"
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+#: The gate and the policy as they were before the judge rework (issue 18).
+BEFORE: dict[str, Any] = {
+    "candidate_similarity": 0.5,
+    "candidates": 10,
+    "lexical_candidates": 0,
+    "supersede_confidence": 0.0,
+    "related_confidence": 1.0,
+    "duplicate_doubt": 1.0,
+}
+#: ``[memory]`` settings per decider: ``shipped`` (the defaults and weights of this
+#: checkout) and ``baseline`` (the gate and policy of before, with the judges' weights of
+#: before from ``--baseline-weights``), run in one process on the same pairs.
+DECIDERS: dict[str, dict[str, Any]] = {"shipped": {}, "baseline": BEFORE}
+#: The learned judge's weight files, by name in a ``--baseline-weights`` folder.
+WEIGHTS = {"pair_model_file": "pair_model.json", "pair_reader_file": "pair_reader.safetensors"}
+#: Where the unrelated memories come from: sets nobody evaluates with this script.
+OTHERS_FROM = ("train2", "train3", "train4", "train5", "train6", "train7", "train8")
+
+
+def load(name: str) -> list[dict[str, str]]:
+    path = DATA / f"memory_pairs_{name}.jsonl"
+    with path.open(encoding="utf-8") as stream:
+        return [json.loads(line) for line in stream if line.strip()]
+
+
+def unrelated_texts(avoid: set[str]) -> dict[str, list[str]]:
+    """Texts of other sets' pairs by language, none of ``avoid``."""
+    out: dict[str, list[str]] = defaultdict(list)
+    seen: set[str] = set()
+    for name in OTHERS_FROM:
+        for pair in load(name):
+            for text in (pair["old"], pair["new"]):
+                if text not in seen and text not in avoid:
+                    seen.add(text)
+                    out[pair["lang"]].append(text)
+    return out
+
+
+@dataclass
+class Tally:
+    """Counts for one (set, language) cell."""
+
+    pairs: int = 0
+    gate_asked: int = 0
+    gate_hit: int = 0
+    counts: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    related: int = 0
+    stale: int = 0
+    updates: int = 0
+    hidden: int = 0
+    news: int = 0
+    dropped: int = 0
+
+    def add(self, other: Tally) -> None:
+        self.pairs += other.pairs
+        self.gate_asked += other.gate_asked
+        self.gate_hit += other.gate_hit
+        for key, value in other.counts.items():
+            self.counts[key] += value
+        self.related += other.related
+        self.stale += other.stale
+        self.updates += other.updates
+        self.hidden += other.hidden
+        self.news += other.news
+        self.dropped += other.dropped
+
+    def pr(self, label: str) -> str:
+        true_positive = self.counts[(label, label)]
+        predicted = sum(v for (_, said), v in self.counts.items() if said == label)
+        actual = sum(v for (gold, _), v in self.counts.items() if gold == label)
+        precision = true_positive / predicted if predicted else float("nan")
+        recall = true_positive / actual if actual else float("nan")
+        return f"{precision:.3f} / {recall:.3f}"
+
+    def row(self, name: str) -> str:
+        gate = self.gate_hit / self.gate_asked if self.gate_asked else float("nan")
+        stale = self.stale / self.updates if self.updates else float("nan")
+        hidden = self.hidden / self.news if self.news else float("nan")
+        dropped = self.dropped / self.updates if self.updates else float("nan")
+        return (
+            f"| {name} | {self.pairs} | {gate:.3f} | {self.pr('update')} | "
+            f"{self.pr('duplicate')} | {self.related} | {stale:.3f} | {hidden:.3f} | "
+            f"{dropped:.3f} |"
+        )
+
+
+HEADER = (
+    "| set | pairs | gate recall | update P / R | duplicate P / R | related | "
+    "stale answer | hidden true | dropped update |\n|---|---|---|---|---|---|---|---|---|"
+)
+
+
+@contextmanager
+def palace_for(
+    settings: dict[str, Any], model: SentenceTransformerEmbedder, weights: Path | None = None
+) -> Iterator[Palace]:
+    """A palace in a temporary folder with ``[memory]`` ``settings``, the learned judge
+    reading its weights from the folder ``weights`` (``None``: the shipped ones)."""
+    judges = {"learned": {k: str(weights / v) for k, v in WEIGHTS.items()}} if weights else {}
+    with tempfile.TemporaryDirectory(prefix="palace-remember-bench-") as folder:
+        palace = Palace.open(
+            Path(folder) / "p",
+            backend="sqlite",
+            embedder=model,
+            config={"memory": settings, "memory_judges": judges},
+        )
+        try:
+            yield palace
+        finally:
+            palace.close()
+
+
+def file_others(
+    palace: Palace,
+    user: str,
+    texts: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    slots: dict[str, str | None],
+) -> None:
+    """``texts`` as the user's memories, a minute apart before :data:`START`."""
+    memories = []
+    for k, text in enumerate(texts):
+        at = START - timedelta(days=30, minutes=k)
+        memories.append(
+            Memory(
+                id=f"other_{user}_{k}",
+                text=text,
+                user_id=user,
+                slot=slots[text],
+                created_at=at,
+                updated_at=at,
+                status_at=at,
+            )
+        )
+    palace.ledger.save_memories(
+        memories,
+        vectors={m.id: vectors[m.text] for m in memories},
+        model=palace.embedder.model_name,
+    )
+
+
+def run_set(
+    palace: Palace,
+    name: str,
+    pairs: Sequence[dict[str, str]],
+    others: dict[str, list[str]],
+    count: int,
+    vectors: dict[str, np.ndarray],
+    slots: dict[str, str | None],
+    seed: int,
+) -> dict[str, Tally]:
+    rng = random.Random(seed)
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    for k, pair in enumerate(pairs):
+        user = f"{name}-{k}"
+        gold, lang = pair["label"], pair["lang"]
+        tally = tallies[lang]
+        tally.pairs += 1
+        pool = others[lang]
+        file_others(palace, user, rng.sample(pool, min(count, len(pool))), vectors, slots)
+        # (Should the old text repeat one of the unrelated memories, that one is the old.)
+        old_id = palace.remember(pair["old"], user_id=user, now=START).memory.id
+        if gold in ("update", "duplicate"):
+            tally.gate_asked += 1
+            seen = palace._remembering.candidates(pair["new"], user_id=user)
+            tally.gate_hit += any(m.id == old_id for m in seen)
+        answer = palace.remember(pair["new"], user_id=user, now=START + timedelta(days=1))
+        after = palace.ledger.get_memories([old_id])[0]
+        if answer.action == "duplicate" and answer.memory.id == old_id:
+            said = "duplicate"
+        elif after.status == "superseded" and after.superseded_by == answer.memory.id:
+            said = "update"
+        else:
+            said = "new"
+        tally.counts[(gold, said)] += 1
+        related = answer.memory.metadata.get("related") or []
+        tally.related += old_id in related
+        if gold == "update":
+            tally.updates += 1
+            tally.dropped += answer.action == "duplicate"
+            hits = [h for h in palace.search(pair["old"], k=5, user_id=user) if h.kind == "memory"]
+            tally.stale += bool(hits) and hits[0].id == old_id
+        if gold == "new":
+            tally.news += 1
+            tally.hidden += after.status == "superseded"
+    return tallies
+
+
+def run(
+    sets: Sequence[str],
+    deciders: Sequence[str],
+    count: int,
+    seed: int,
+    baseline_weights: Path | None,
+) -> None:
+    model = SentenceTransformerEmbedder(options={"batch_size": 128})
+    data = {name: load(name) for name in sets}
+    avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
+    others = unrelated_texts(avoid)
+    every = sorted({t for texts in others.values() for t in texts})
+    vectors = dict(zip(every, np.asarray(model.embed_documents(every)), strict=True))
+    from palace_retrievers.memory.slots import slot_of
+
+    slots = {t: slot_of(t) for t in every}
+    for decider in deciders:
+        print(f"\n## {decider}: {DECIDERS[decider] or 'the shipped [memory] defaults'}\n")
+        print(HEADER)
+        by_lang: dict[str, Tally] = defaultdict(Tally)
+        pooled = Tally()
+        started = time.monotonic()
+        weights = baseline_weights if decider == "baseline" else None
+        with palace_for(DECIDERS[decider], model, weights) as palace:
+            for name in sets:
+                tallies = run_set(palace, name, data[name], others, count, vectors, slots, seed)
+                whole = Tally()
+                for lang, tally in sorted(tallies.items()):
+                    print(tally.row(f"{name} ({lang})"))
+                    whole.add(tally)
+                    by_lang[lang].add(tally)
+                print(whole.row(f"**{name}**"))
+                pooled.add(whole)
+        for lang, tally in sorted(by_lang.items()):
+            print(tally.row(f"all sets ({lang})"))
+        print(pooled.row("**all sets**"))
+        print(f"\n({time.monotonic() - started:.0f} s)")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One labelled pair as the judge saw it: the candidates for its new text (nearest
+    first), which of them is its old memory, and the judge's opinion of each."""
+
+    gold: str
+    lang: str
+    is_old: tuple[bool, ...]
+    same_text: tuple[bool, ...]
+    opinions: tuple[Opinion, ...]
+
+
+def judged_pairs(
+    palace: Palace,
+    name: str,
+    pairs: Sequence[dict[str, str]],
+    others: dict[str, list[str]],
+    count: int,
+    vectors: dict[str, np.ndarray],
+    slots: dict[str, str | None],
+    seed: int,
+) -> list[Judged]:
+    """Each pair's candidates and the palace judge's opinions of them, as
+    ``remember(new)`` would see them after ``remember(old)`` among ``count`` others."""
+    rng = random.Random(seed)
+    _, judge = palace.memory_judge()
+    context = JudgeContext(embed=palace._embed, model=palace.embedder.model_name)
+    out = []
+    for k, pair in enumerate(pairs):
+        user = f"{name}-{k}"
+        pool = others[pair["lang"]]
+        file_others(palace, user, rng.sample(pool, min(count, len(pool))), vectors, slots)
+        old_id = palace.remember(pair["old"], user_id=user, now=START).memory.id
+        new_vector = palace._embed([pair["new"]])[0]
+        found = palace._remembering.candidates(pair["new"], user_id=user, vector=new_vector)
+        stored = palace.ledger.memory_vectors([m.id for m in found])
+        asked = [
+            Pair(m.text, pair["new"], float(stored[m.id] @ new_vector) if m.id in stored else 0.0)
+            for m in found
+        ]
+        opinions = judge.judge(asked, context) if asked else []
+        out.append(
+            Judged(
+                gold=pair["label"],
+                lang=pair["lang"],
+                is_old=tuple(m.id == old_id for m in found),
+                same_text=tuple(m.text == pair["new"] for m in found),
+                opinions=tuple(opinions),
+            )
+        )
+    return out
+
+
+def simulated(row: Judged, policy: Policy) -> tuple[str, bool, bool]:
+    """What ``remember(new)`` does under ``policy``: the label it gives the pair (update,
+    duplicate of the old memory, or new), whether the new text was dropped as a repeat of
+    another memory, and whether it was linked to the old one as related."""
+    kinds = [
+        "duplicate" if same else decide(opinion, policy, "j").kind
+        for same, opinion in zip(row.same_text, row.opinions, strict=True)
+    ]
+    if "duplicate" in kinds:
+        first = kinds.index("duplicate")
+        return ("duplicate", False, False) if row.is_old[first] else ("new", True, False)
+    old = row.is_old.index(True) if True in row.is_old else None
+    if old is None:
+        return "new", False, False
+    return ("update" if kinds[old] == "update" else "new"), False, kinds[old] == "related"
+
+
+#: The candidate gate of issue 18: every vector neighbour counts, full text brings more.
+NOW_GATE: dict[str, Any] = {"candidate_similarity": 0.0, "candidates": 8, "lexical_candidates": 4}
+GRID = {
+    "supersede_confidence": (0.0, 0.3, 0.4, 0.5, 0.6, 0.7),
+    "duplicate_doubt": (0.2, 0.3, 0.4, 0.5, 1.0),
+    "related_confidence": (0.3, 0.4, 0.5, 0.6, 1.0),
+}
+
+
+def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | None) -> None:
+    """The policy grid on ``sets`` pooled, for the shipped weights and the gate of
+    before and of now (and the baseline weights, if given)."""
+    model = SentenceTransformerEmbedder(options={"batch_size": 128})
+    data = {name: load(name) for name in sets}
+    avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
+    others = unrelated_texts(avoid)
+    every = sorted({t for texts in others.values() for t in texts})
+    vectors = dict(zip(every, np.asarray(model.embed_documents(every)), strict=True))
+    from palace_retrievers.memory.slots import slot_of
+
+    slots = {t: slot_of(t) for t in every}
+    gates = {
+        "gate of before": {
+            k: BEFORE[k] for k in ("candidate_similarity", "candidates", "lexical_candidates")
+        },
+        "gate of now": {},
+    }
+    weights = {"shipped weights": None}
+    if baseline_weights is not None:
+        weights["weights of before"] = baseline_weights
+    for wname, wpath in weights.items():
+        for gname, gate in gates.items():
+            rows: list[Judged] = []
+            with palace_for(gate, model, wpath) as palace:
+                for name in sets:
+                    rows += judged_pairs(
+                        palace, name, data[name], others, count, vectors, slots, seed
+                    )
+            gate_hits = [any(r.is_old) for r in rows if r.gold in ("update", "duplicate")]
+            print(
+                f"\n## {wname}, {gname}: gate recall {sum(gate_hits) / len(gate_hits):.3f} "
+                f"({len(rows)} pairs)\n\n| supersede | doubt | related | update P / R | "
+                "duplicate P / R | hidden true | dropped update | related |\n"
+                "|---|---|---|---|---|---|---|---|"
+            )
+            for s_ in GRID["supersede_confidence"]:
+                for d_ in GRID["duplicate_doubt"]:
+                    for r_ in GRID["related_confidence"]:
+                        policy = Policy(s_, d_, r_)
+                        tally = Tally()
+                        for row in rows:
+                            said, dropped, related = simulated(row, policy)
+                            tally.counts[(row.gold, said)] += 1
+                            tally.pairs += 1
+                            tally.related += related
+                            if row.gold == "update":
+                                tally.updates += 1
+                                tally.dropped += dropped or said == "duplicate"
+                            if row.gold == "new":
+                                tally.news += 1
+                                tally.hidden += said == "update"
+                        hidden = tally.hidden / max(tally.news, 1)
+                        dropped_share = tally.dropped / max(tally.updates, 1)
+                        print(
+                            f"| {s_} | {d_} | {r_} | {tally.pr('update')} | "
+                            f"{tally.pr('duplicate')} | {hidden:.3f} | {dropped_share:.3f} | "
+                            f"{tally.related} |"
+                        )
+
+
+def speed(memories: int, asks: int, seed: int) -> None:
+    """``remember`` p50 / p95 for a user who has ``memories`` memories already."""
+    model = SentenceTransformerEmbedder(options={"batch_size": 128})
+    texts = [t for ts in unrelated_texts(set()).values() for t in ts]
+    rng = random.Random(seed)
+    rng.shuffle(texts)
+    kept, asked = texts[:memories], texts[memories : memories + asks]
+    vectors = dict(zip(kept, np.asarray(model.embed_documents(kept)), strict=True))
+    from palace_retrievers.memory.slots import slot_of
+
+    slots = {t: slot_of(t) for t in kept}
+    model.embed_documents(["warm up"])
+    with palace_for({}, model) as palace:
+        file_others(palace, "speed", kept, vectors, slots)
+        palace.remember("warm up the judges", user_id="speed")
+        times = []
+        for text in asked:
+            started = time.perf_counter()
+            palace.remember(text, user_id="speed")
+            times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    p95 = times[int(0.95 * (len(times) - 1))]
+    print(
+        f"remember with {memories} memories of the user, {len(times)} calls: "
+        f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", default=[], help="set names, e.g. heldout16")
+    parser.add_argument("--deciders", nargs="+", default=list(DECIDERS), choices=list(DECIDERS))
+    parser.add_argument("--others", type=int, default=200, help="unrelated memories per user")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--speed", action="store_true", help="remember p50 / p95 instead")
+    parser.add_argument(
+        "--baseline-weights",
+        type=Path,
+        help="a folder with the judges' weights of before (pair_model.json, "
+        "pair_reader.safetensors) for the baseline decider",
+    )
+    parser.add_argument(
+        "--grid", action="store_true", help="the policy grid on the sets (choosing it)"
+    )
+    args = parser.parse_args(argv)
+    if args.speed:
+        speed(1000, 200, args.seed)
+        return 0
+    if not args.sets:
+        parser.error("give --sets, or --speed")
+    if "baseline" in args.deciders and args.baseline_weights is None and not args.grid:
+        parser.error("the baseline decider needs --baseline-weights")
+    if args.grid:
+        grid(args.sets, args.others, args.seed, args.baseline_weights)
+        return 0
+    run(args.sets, args.deciders, args.others, args.seed, args.baseline_weights)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
