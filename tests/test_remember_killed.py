@@ -58,9 +58,7 @@ def test_a_remember_killed_at_a_random_moment_leaves_every_memory_whole(
     rng = random.Random(7)
     for round_ in range(3):
         script = CHILD.format(tests=str(TESTS), path=str(path), start=round_ * 10_000)
-        child = subprocess.Popen(
-            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
-        )
+        child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
         time.sleep(rng.uniform(0.5, 2.0))
