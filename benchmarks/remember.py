@@ -115,6 +115,7 @@ class Tally:
     hidden: int = 0
     news: int = 0
     dropped: int = 0
+    collateral: int = 0
 
     def add(self, other: Tally) -> None:
         self.pairs += other.pairs
@@ -128,6 +129,7 @@ class Tally:
         self.hidden += other.hidden
         self.news += other.news
         self.dropped += other.dropped
+        self.collateral += other.collateral
 
     def pr(self, label: str) -> str:
         true_positive = self.counts[(label, label)]
@@ -142,16 +144,18 @@ class Tally:
         stale = self.stale / self.updates if self.updates else float("nan")
         hidden = self.hidden / self.news if self.news else float("nan")
         dropped = self.dropped / self.updates if self.updates else float("nan")
+        collateral = self.collateral / self.pairs if self.pairs else float("nan")
         return (
             f"| {name} | {self.pairs} | {gate:.3f} | {self.pr('update')} | "
             f"{self.pr('duplicate')} | {self.related} | {stale:.3f} | {hidden:.3f} | "
-            f"{dropped:.3f} |"
+            f"{dropped:.3f} | {collateral:.3f} |"
         )
 
 
 HEADER = (
     "| set | pairs | gate recall | update P / R | duplicate P / R | related | "
-    "stale answer | hidden true | dropped update |\n|---|---|---|---|---|---|---|---|---|"
+    "stale answer | hidden true | dropped update | unrelated superseded |\n"
+    "|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -238,6 +242,7 @@ def run_set(
         else:
             said = "new"
         tally.counts[(gold, said)] += 1
+        tally.collateral += any(m.id != old_id for m in answer.superseded)
         related = answer.memory.metadata.get("related") or []
         tally.related += old_id in related
         if gold == "update":
@@ -343,21 +348,26 @@ def judged_pairs(
     return out
 
 
-def simulated(row: Judged, policy: Policy) -> tuple[str, bool, bool]:
+def simulated(row: Judged, policy: Policy) -> tuple[str, bool, bool, bool]:
     """What ``remember(new)`` does under ``policy``: the label it gives the pair (update,
     duplicate of the old memory, or new), whether the new text was dropped as a repeat of
-    another memory, and whether it was linked to the old one as related."""
+    another memory, whether it was linked to the old one as related, and whether it
+    superseded one of the user's unrelated memories."""
     kinds = [
         "duplicate" if same else decide(opinion, policy, "j").kind
         for same, opinion in zip(row.same_text, row.opinions, strict=True)
     ]
     if "duplicate" in kinds:
         first = kinds.index("duplicate")
-        return ("duplicate", False, False) if row.is_old[first] else ("new", True, False)
+        return (
+            ("duplicate", False, False, False) if row.is_old[first] else ("new", True, False, False)
+        )
+    collateral = any(k == "update" and not o for k, o in zip(kinds, row.is_old, strict=True))
     old = row.is_old.index(True) if True in row.is_old else None
     if old is None:
-        return "new", False, False
-    return ("update" if kinds[old] == "update" else "new"), False, kinds[old] == "related"
+        return "new", False, False, collateral
+    said = "update" if kinds[old] == "update" else "new"
+    return said, False, kinds[old] == "related", collateral
 
 
 #: The candidate gate of issue 18: every vector neighbour counts, full text brings more.
@@ -381,53 +391,113 @@ def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | No
     from palace_retrievers.memory.slots import slot_of
 
     slots = {t: slot_of(t) for t in every}
-    gates = {
-        "gate of before": {
-            k: BEFORE[k] for k in ("candidate_similarity", "candidates", "lexical_candidates")
-        },
-        "gate of now": {},
-    }
-    weights = {"shipped weights": None}
+    keys = ("candidate_similarity", "candidates", "lexical_candidates")
+    before_gate = {k: BEFORE[k] for k in keys}
+    configs: list[tuple[str, dict[str, Any], Path | None, bool]] = [
+        ("shipped weights, gate of now, structural matcher", NOW_GATE, None, True),
+        ("shipped weights, gate of now, no structural matcher", NOW_GATE, None, False),
+        ("shipped weights, gate of before, structural matcher", before_gate, None, True),
+    ]
     if baseline_weights is not None:
-        weights["weights of before"] = baseline_weights
-    for wname, wpath in weights.items():
-        for gname, gate in gates.items():
-            rows: list[Judged] = []
-            with palace_for(gate, model, wpath) as palace:
-                for name in sets:
-                    rows += judged_pairs(
-                        palace, name, data[name], others, count, vectors, slots, seed
-                    )
-            gate_hits = [any(r.is_old) for r in rows if r.gold in ("update", "duplicate")]
-            print(
-                f"\n## {wname}, {gname}: gate recall {sum(gate_hits) / len(gate_hits):.3f} "
-                f"({len(rows)} pairs)\n\n| supersede | doubt | related | update P / R | "
-                "duplicate P / R | hidden true | dropped update | related |\n"
-                "|---|---|---|---|---|---|---|---|"
-            )
-            for s_ in GRID["supersede_confidence"]:
-                for d_ in GRID["duplicate_doubt"]:
-                    for r_ in GRID["related_confidence"]:
-                        policy = Policy(s_, d_, r_)
-                        tally = Tally()
-                        for row in rows:
-                            said, dropped, related = simulated(row, policy)
-                            tally.counts[(row.gold, said)] += 1
-                            tally.pairs += 1
-                            tally.related += related
-                            if row.gold == "update":
-                                tally.updates += 1
-                                tally.dropped += dropped or said == "duplicate"
-                            if row.gold == "new":
-                                tally.news += 1
-                                tally.hidden += said == "update"
-                        hidden = tally.hidden / max(tally.news, 1)
-                        dropped_share = tally.dropped / max(tally.updates, 1)
-                        print(
-                            f"| {s_} | {d_} | {r_} | {tally.pr('update')} | "
-                            f"{tally.pr('duplicate')} | {hidden:.3f} | {dropped_share:.3f} | "
-                            f"{tally.related} |"
-                        )
+        configs += [
+            ("weights of before, gate of before", before_gate, baseline_weights, True),
+            ("weights of before, gate of now", NOW_GATE, baseline_weights, True),
+        ]
+    for title, gate, wpath, structural in configs:
+        rows: list[Judged] = []
+        with palace_for(gate, model, wpath, structural) as palace:
+            for name in sets:
+                rows += judged_pairs(palace, name, data[name], others, count, vectors, slots, seed)
+        gate_hits = [any(r.is_old) for r in rows if r.gold in ("update", "duplicate")]
+        print(
+            f"\n## {title}: gate recall {sum(gate_hits) / len(gate_hits):.3f} "
+            f"({len(rows)} pairs)\n\n| supersede | doubt | related | update P / R | "
+            "duplicate P / R | hidden true | dropped update | related | unrelated superseded |\n"
+            "|---|---|---|---|---|---|---|---|---|"
+        )
+        results = []
+        for s_ in GRID["supersede_confidence"]:
+            for d_ in GRID["duplicate_doubt"]:
+                for r_ in GRID["related_confidence"]:
+                    policy = Policy(s_, d_, r_)
+                    results.append((policy, policy_tally(rows, policy)))
+        before = Policy(0.0, 1.0, 1.0)
+        chosen = choose(results)
+        qualifying = [r for r in results if qualifies(r[1])]
+        for policy, tally in [r for r in results if r[0] == before] + [chosen]:
+            print(grid_row(policy, tally))
+        print(
+            f"\n({len(qualifying)} of {len(results)} settings qualify; the first row is the "
+            "policy of before, the second the one the rule chooses)"
+        )
+
+
+def policy_tally(rows: Sequence[Judged], policy: Policy) -> Tally:
+    """The tally of ``rows`` decided under ``policy``."""
+    tally = Tally()
+    for row in rows:
+        said, dropped, related, collateral = simulated(row, policy)
+        tally.collateral += collateral
+        tally.counts[(row.gold, said)] += 1
+        tally.pairs += 1
+        tally.related += related
+        if row.gold == "update":
+            tally.updates += 1
+            tally.dropped += dropped or said == "duplicate"
+        if row.gold == "new":
+            tally.news += 1
+            tally.hidden += said == "update"
+    return tally
+
+
+def rates(tally: Tally) -> tuple[float, float, float, float, float]:
+    """Update precision and recall, duplicate F1, hidden true, dropped update."""
+
+    def pr(label: str) -> tuple[float, float]:
+        tp = tally.counts[(label, label)]
+        said = sum(v for (_, got), v in tally.counts.items() if got == label)
+        gold = sum(v for (want, _), v in tally.counts.items() if want == label)
+        return (tp / said if said else 0.0), (tp / gold if gold else 0.0)
+
+    up, ur = pr("update")
+    dp, dr = pr("duplicate")
+    f1 = 2 * dp * dr / (dp + dr) if dp + dr else 0.0
+    return up, ur, f1, tally.hidden / max(tally.news, 1), tally.dropped / max(tally.updates, 1)
+
+
+def qualifies(tally: Tally) -> bool:
+    """The rule's bar: hidden true <= 0.01, dropped update <= 0.005, update P >= 0.95,
+    unrelated superseded <= 0.01."""
+    up, _, _, hidden, dropped = rates(tally)
+    collateral = tally.collateral / max(tally.pairs, 1)
+    return hidden <= 0.01 and dropped <= 0.005 and up >= 0.95 and collateral <= 0.01
+
+
+def choose(results: Sequence[tuple[Policy, Tally]]) -> tuple[Policy, Tally]:
+    """The setting the rule written in benchmarks/README.md chooses."""
+    qualifying = [r for r in results if qualifies(r[1])]
+    if qualifying:
+        return max(
+            qualifying,
+            key=lambda r: (rates(r[1])[1], rates(r[1])[2], r[0].supersede_confidence),
+        )
+    return min(
+        results,
+        key=lambda r: (
+            rates(r[1])[3] + rates(r[1])[4] + r[1].collateral / max(r[1].pairs, 1),
+            -rates(r[1])[1],
+        ),
+    )
+
+
+def grid_row(policy: Policy, tally: Tally) -> str:
+    _, _, _, hidden, dropped = rates(tally)
+    return (
+        f"| {policy.supersede_confidence} | {policy.duplicate_doubt} | "
+        f"{policy.related_confidence} | {tally.pr('update')} | {tally.pr('duplicate')} | "
+        f"{hidden:.3f} | {dropped:.3f} | {tally.related} | "
+        f"{tally.collateral / max(tally.pairs, 1):.3f} |"
+    )
 
 
 def speed(memories: int, asks: int, seed: int) -> None:
