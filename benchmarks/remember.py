@@ -82,10 +82,19 @@ WEIGHTS = {"pair_model_file": "pair_model.json", "pair_reader_file": "pair_reade
 OTHERS_FROM = ("train2", "train3", "train4", "train5", "train6", "train7", "train8")
 
 
+LIMIT: int | None = None
+"""``--limit``: the first pairs of each set only (a smoke run of the script itself)."""
+
+
 def load(name: str) -> list[dict[str, str]]:
     path = DATA / f"memory_pairs_{name}.jsonl"
     with path.open(encoding="utf-8") as stream:
         return [json.loads(line) for line in stream if line.strip()]
+
+
+def evaluated(name: str) -> list[dict[str, str]]:
+    """The pairs of set ``name`` that are run (all of them, unless ``--limit``)."""
+    return load(name)[:LIMIT]
 
 
 def unrelated_texts(avoid: set[str]) -> dict[str, list[str]]:
@@ -99,6 +108,38 @@ def unrelated_texts(avoid: set[str]) -> dict[str, list[str]]:
                     seen.add(text)
                     out[pair["lang"]].append(text)
     return out
+
+
+@dataclass(frozen=True)
+class Others:
+    """The unrelated memories each pair's user starts with: ``count`` texts drawn from
+    ``texts`` of the pair's language, filed with their ``vectors`` and ``slots``."""
+
+    texts: dict[str, list[str]]
+    count: int
+    vectors: dict[str, np.ndarray]
+    slots: dict[str, str | None]
+
+    @classmethod
+    def of(cls, model: SentenceTransformerEmbedder, avoid: set[str], count: int) -> Others:
+        from palace_retrievers.memory.slots import slot_of
+
+        texts = unrelated_texts(avoid)
+        every = sorted({t for ts in texts.values() for t in ts})
+        vectors = dict(zip(every, np.asarray(model.embed_documents(every)), strict=True))
+        return cls(texts, count, vectors, {t: slot_of(t) for t in every})
+
+
+def seat(
+    palace: Palace, name: str, k: int, pair: dict[str, str], others: Others, rng: random.Random
+) -> tuple[str, str]:
+    """The user of pair ``k`` of set ``name``, with their unrelated memories and the
+    pair's old memory filed a day before the new one; returns the user and the old id."""
+    user = f"{name}-{k}"
+    pool = others.texts[pair["lang"]]
+    file_others(palace, user, rng.sample(pool, min(others.count, len(pool))), others)
+    # (Should the old text repeat one of the unrelated memories, that one is the old.)
+    return user, palace.remember(pair["old"], user_id=user, now=START).memory.id
 
 
 @dataclass
@@ -161,11 +202,18 @@ HEADER = (
 
 @contextmanager
 def palace_for(
-    settings: dict[str, Any], model: SentenceTransformerEmbedder, weights: Path | None = None
+    settings: dict[str, Any],
+    model: SentenceTransformerEmbedder,
+    weights: Path | None = None,
+    structural: bool = True,
 ) -> Iterator[Palace]:
     """A palace in a temporary folder with ``[memory]`` ``settings``, the learned judge
-    reading its weights from the folder ``weights`` (``None``: the shipped ones)."""
-    judges = {"learned": {k: str(weights / v) for k, v in WEIGHTS.items()}} if weights else {}
+    reading its weights from the folder ``weights`` (``None``: the shipped ones), with or
+    without its structural matcher."""
+    learned: dict[str, Any] = {k: str(weights / v) for k, v in WEIGHTS.items()} if weights else {}
+    if not structural:
+        learned["structural"] = False
+    judges = {"learned": learned}
     with tempfile.TemporaryDirectory(prefix="palace-remember-bench-") as folder:
         palace = Palace.open(
             Path(folder) / "p",
@@ -179,13 +227,7 @@ def palace_for(
             palace.close()
 
 
-def file_others(
-    palace: Palace,
-    user: str,
-    texts: Sequence[str],
-    vectors: dict[str, np.ndarray],
-    slots: dict[str, str | None],
-) -> None:
+def file_others(palace: Palace, user: str, texts: Sequence[str], others: Others) -> None:
     """``texts`` as the user's memories, a minute apart before :data:`START`."""
     memories = []
     for k, text in enumerate(texts):
@@ -195,7 +237,7 @@ def file_others(
                 id=f"other_{user}_{k}",
                 text=text,
                 user_id=user,
-                slot=slots[text],
+                slot=others.slots[text],
                 created_at=at,
                 updated_at=at,
                 status_at=at,
@@ -203,7 +245,7 @@ def file_others(
         )
     palace.ledger.save_memories(
         memories,
-        vectors={m.id: vectors[m.text] for m in memories},
+        vectors={m.id: others.vectors[m.text] for m in memories},
         model=palace.embedder.model_name,
     )
 
@@ -212,23 +254,16 @@ def run_set(
     palace: Palace,
     name: str,
     pairs: Sequence[dict[str, str]],
-    others: dict[str, list[str]],
-    count: int,
-    vectors: dict[str, np.ndarray],
-    slots: dict[str, str | None],
+    others: Others,
     seed: int,
 ) -> dict[str, Tally]:
     rng = random.Random(seed)
     tallies: dict[str, Tally] = defaultdict(Tally)
     for k, pair in enumerate(pairs):
-        user = f"{name}-{k}"
         gold, lang = pair["label"], pair["lang"]
         tally = tallies[lang]
         tally.pairs += 1
-        pool = others[lang]
-        file_others(palace, user, rng.sample(pool, min(count, len(pool))), vectors, slots)
-        # (Should the old text repeat one of the unrelated memories, that one is the old.)
-        old_id = palace.remember(pair["old"], user_id=user, now=START).memory.id
+        user, old_id = seat(palace, name, k, pair, others, rng)
         if gold in ("update", "duplicate"):
             tally.gate_asked += 1
             seen = palace._remembering.candidates(pair["new"], user_id=user)
@@ -248,7 +283,7 @@ def run_set(
         if gold == "update":
             tally.updates += 1
             tally.dropped += answer.action == "duplicate"
-            hits = [h for h in palace.search(pair["old"], k=5, user_id=user) if h.kind == "memory"]
+            hits = [h for h in palace.search(pair["old"], k=5, user_id=user) if h.is_memory]
             tally.stale += bool(hits) and hits[0].id == old_id
         if gold == "new":
             tally.news += 1
@@ -264,14 +299,9 @@ def run(
     baseline_weights: Path | None,
 ) -> None:
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
-    data = {name: load(name) for name in sets}
+    data = {name: evaluated(name) for name in sets}
     avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
-    others = unrelated_texts(avoid)
-    every = sorted({t for texts in others.values() for t in texts})
-    vectors = dict(zip(every, np.asarray(model.embed_documents(every)), strict=True))
-    from palace_retrievers.memory.slots import slot_of
-
-    slots = {t: slot_of(t) for t in every}
+    others = Others.of(model, avoid, count)
     for decider in deciders:
         print(f"\n## {decider}: {DECIDERS[decider] or 'the shipped [memory] defaults'}\n")
         print(HEADER)
@@ -281,7 +311,7 @@ def run(
         weights = baseline_weights if decider == "baseline" else None
         with palace_for(DECIDERS[decider], model, weights) as palace:
             for name in sets:
-                tallies = run_set(palace, name, data[name], others, count, vectors, slots, seed)
+                tallies = run_set(palace, name, data[name], others, seed)
                 whole = Tally()
                 for lang, tally in sorted(tallies.items()):
                     print(tally.row(f"{name} ({lang})"))
@@ -311,10 +341,7 @@ def judged_pairs(
     palace: Palace,
     name: str,
     pairs: Sequence[dict[str, str]],
-    others: dict[str, list[str]],
-    count: int,
-    vectors: dict[str, np.ndarray],
-    slots: dict[str, str | None],
+    others: Others,
     seed: int,
 ) -> list[Judged]:
     """Each pair's candidates and the palace judge's opinions of them, as
@@ -324,10 +351,7 @@ def judged_pairs(
     context = JudgeContext(embed=palace._embed, model=palace.embedder.model_name)
     out = []
     for k, pair in enumerate(pairs):
-        user = f"{name}-{k}"
-        pool = others[pair["lang"]]
-        file_others(palace, user, rng.sample(pool, min(count, len(pool))), vectors, slots)
-        old_id = palace.remember(pair["old"], user_id=user, now=START).memory.id
+        user, old_id = seat(palace, name, k, pair, others, rng)
         new_vector = palace._embed([pair["new"]])[0]
         found = palace._remembering.candidates(pair["new"], user_id=user, vector=new_vector)
         stored = palace.ledger.memory_vectors([m.id for m in found])
@@ -383,14 +407,9 @@ def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | No
     """The policy grid on ``sets`` pooled, for the shipped weights and the gate of
     before and of now (and the baseline weights, if given)."""
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
-    data = {name: load(name) for name in sets}
+    data = {name: evaluated(name) for name in sets}
     avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
-    others = unrelated_texts(avoid)
-    every = sorted({t for texts in others.values() for t in texts})
-    vectors = dict(zip(every, np.asarray(model.embed_documents(every)), strict=True))
-    from palace_retrievers.memory.slots import slot_of
-
-    slots = {t: slot_of(t) for t in every}
+    others = Others.of(model, avoid, count)
     keys = ("candidate_similarity", "candidates", "lexical_candidates")
     before_gate = {k: BEFORE[k] for k in keys}
     configs: list[tuple[str, dict[str, Any], Path | None, bool]] = [
@@ -407,7 +426,7 @@ def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | No
         rows: list[Judged] = []
         with palace_for(gate, model, wpath, structural) as palace:
             for name in sets:
-                rows += judged_pairs(palace, name, data[name], others, count, vectors, slots, seed)
+                rows += judged_pairs(palace, name, data[name], others, seed)
         gate_hits = [any(r.is_old) for r in rows if r.gold in ("update", "duplicate")]
         print(
             f"\n## {title}: gate recall {sum(gate_hits) / len(gate_hits):.3f} "
@@ -507,13 +526,12 @@ def speed(memories: int, asks: int, seed: int) -> None:
     rng = random.Random(seed)
     rng.shuffle(texts)
     kept, asked = texts[:memories], texts[memories : memories + asks]
-    vectors = dict(zip(kept, np.asarray(model.embed_documents(kept)), strict=True))
     from palace_retrievers.memory.slots import slot_of
 
-    slots = {t: slot_of(t) for t in kept}
-    model.embed_documents(["warm up"])
+    vectors = dict(zip(kept, np.asarray(model.embed_documents(kept)), strict=True))
+    others = Others({}, memories, vectors, {t: slot_of(t) for t in kept})
     with palace_for({}, model) as palace:
-        file_others(palace, "speed", kept, vectors, slots)
+        file_others(palace, "speed", kept, others)
         palace.remember("warm up the judges", user_id="speed")
         times = []
         for text in asked:
@@ -534,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--deciders", nargs="+", default=list(DECIDERS), choices=list(DECIDERS))
     parser.add_argument("--others", type=int, default=200, help="unrelated memories per user")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, help="the first N pairs of each set (a smoke run)")
     parser.add_argument("--speed", action="store_true", help="remember p50 / p95 instead")
     parser.add_argument(
         "--baseline-weights",
@@ -545,6 +564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--grid", action="store_true", help="the policy grid on the sets (choosing it)"
     )
     args = parser.parse_args(argv)
+    global LIMIT
+    LIMIT = args.limit
     if args.speed:
         speed(1000, 200, args.seed)
         return 0
