@@ -41,7 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 from palace_retrievers import Filter, Palace
 
 HERE = Path(__file__).resolve().parent
-TOKEN = "load-token"
+TOKEN = "load-token-0123456789abcdef"
 MARKERS = {"alice": "ALICE-7f3", "bob": "BOB-9c1"}
 QUERY = "spare kettle ladder in the attic garage box"
 REQUESTS = 200

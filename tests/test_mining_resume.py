@@ -179,12 +179,15 @@ def check_agreement(palace_dir: Path) -> None:
     import chromadb
     from chromadb.config import Settings
 
+    from palace_plugins.builtin.chroma import active_collection
+
     client = chromadb.PersistentClient(
         path=str(palace_dir / "index" / "chroma"), settings=Settings(anonymized_telemetry=False)
     )
     try:
         for collection, ids in ledger_ids.items():
-            stored = client.get_collection(f"palace_{collection}").get(include=[])["ids"]
+            name = active_collection(client, f"palace_{collection}")
+            stored = client.get_collection(name).get(include=[])["ids"]
             assert len(stored) == len(set(stored))
             assert set(stored) == ids, collection
     finally:

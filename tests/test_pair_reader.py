@@ -212,11 +212,13 @@ def test_the_reader_and_the_pair_model_are_averaged(
     action: str,
 ) -> None:
     fixed = Fixed({"duplicate": 0.0, "new": 0.0, "update": 1.0})
-    monkeypatch.setattr(pair_reader, "reader", lambda: fixed)
+    monkeypatch.setattr(pair_reader, "reader", lambda path=None: fixed)
     monkeypatch.setattr(
         pair_model,
         "judge_many",
-        lambda pairs, embed: [{"duplicate": 0.0, "new": 0.7, "update": 0.3} for _ in pairs],
+        lambda pairs, embed, path=None: [
+            {"duplicate": 0.0, "new": 0.7, "update": 0.3} for _ in pairs
+        ],
     )
     config = {"memory": {"pair_reader": reader_on}}
     palace = open_palace(tmp_path / "p", fake=False, config=config)  # real MiniLM
@@ -229,7 +231,7 @@ def test_the_reader_and_the_pair_model_are_averaged(
 def test_a_palace_on_another_embedder_never_loads_the_reader(
     open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def not_here() -> None:
+    def not_here(path: object = None) -> None:
         raise AssertionError("the reader was loaded")
 
     monkeypatch.setattr(pair_reader, "reader", not_here)
@@ -245,7 +247,7 @@ def test_a_failing_reader_leaves_the_structural_verdict(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    def broken() -> None:
+    def broken(path: object = None) -> None:
         raise ConfigError("the pair reader is damaged")
 
     monkeypatch.setattr(pair_reader, "reader", broken)
@@ -276,7 +278,7 @@ def test_the_judges_read_the_pairs_before_the_writer_lock_and_only_once(
     fixed = Fixed({"duplicate": 0.0, "new": 0.0, "update": 1.0})
     under_lock: list[bool] = []
 
-    def reader() -> Fixed:
+    def reader(path: object = None) -> Fixed:
         under_lock.append(held[0])
         return fixed
 

@@ -24,11 +24,14 @@ def chroma_ids(palace_dir: Path, collection: str = "palace_drawers") -> set[str]
     import chromadb
     from chromadb.config import Settings
 
+    from palace_plugins.builtin.chroma import active_collection
+
     client = chromadb.PersistentClient(
         path=str(palace_dir / "index" / "chroma"), settings=Settings(anonymized_telemetry=False)
     )
     try:
-        return set(client.get_collection(collection).get(include=[])["ids"])
+        name = active_collection(client, collection)  # the collection a reindex swapped in
+        return set(client.get_collection(name).get(include=[])["ids"])
     finally:
         client.close()
 

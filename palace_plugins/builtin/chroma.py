@@ -294,14 +294,7 @@ class ChromaIndex(VectorIndex):
                 return self._base
             if row and row[0]:
                 return str(row[0])
-        from chromadb.errors import NotFoundError
-
-        try:
-            pointer = self._client.get_collection(self._pointer, embedding_function=None)
-        except NotFoundError:
-            return self._base
-        active = (pointer.metadata or {}).get(POINTER_KEY)
-        return str(active) if active else self._base
+        return active_collection(self._client, self._base)
 
     def _follow(self, *, now: bool = False) -> str:
         """Use the collection the pointer names (read now when embedded or ``now``; on a
@@ -366,11 +359,11 @@ class ChromaIndex(VectorIndex):
             ) from exc
 
     def upsert(self, *, entries: Sequence[IndexEntry]) -> None:
-        self._follow()
         if self._catalog is not None:
+            self._follow()
             self._catalog.put(lambda: self._upsert(entries), entries)
             return
-        with self._server_write():
+        with self._server_write():  # a server down while following is a failed write too
             self._retrying(lambda: self._upsert(entries))
 
     def _upsert(self, entries: Sequence[IndexEntry], collection: Any = None) -> None:
@@ -395,8 +388,8 @@ class ChromaIndex(VectorIndex):
             self._fields.learn(batch)
 
     def delete(self, *, ids: Sequence[str]) -> None:
-        self._follow()
         if self._catalog is not None:
+            self._follow()
             self._catalog.drop(lambda: self._delete(ids), ids)
         else:
             with self._server_write():
@@ -705,6 +698,20 @@ class ChromaIndex(VectorIndex):
         counter, self._counter = getattr(self, "_counter", None), None
         if counter is not None:
             counter.close()
+
+
+def active_collection(client: Any, name: str) -> str:
+    """The name of the collection that holds index ``name`` now, as its pointer
+    ``<name>.active`` says (``name`` itself before its first rebuild); for tools and tests
+    that open the Chroma folder or server themselves."""
+    from chromadb.errors import NotFoundError
+
+    try:
+        pointer = client.get_collection(f"{name}.active", embedding_function=None)
+    except NotFoundError:
+        return name
+    active = (pointer.metadata or {}).get(POINTER_KEY)
+    return str(active) if active else name
 
 
 def _matches(found: Sequence[tuple[str, float]]) -> list[VectorMatch]:
