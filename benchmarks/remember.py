@@ -134,12 +134,27 @@ def seat(
     palace: Palace, name: str, k: int, pair: dict[str, str], others: Others, rng: random.Random
 ) -> tuple[str, str]:
     """The user of pair ``k`` of set ``name``, with their unrelated memories and the
-    pair's old memory filed a day before the new one; returns the user and the old id."""
+    pair's old memory filed a day before the new one (straight into the ledger with its
+    vector and slot, as the unrelated ones: the decision measured is the new memory's);
+    returns the user and the old memory's id."""
     user = f"{name}-{k}"
     pool = others.texts[pair["lang"]]
     file_others(palace, user, rng.sample(pool, min(others.count, len(pool))), others)
-    # (Should the old text repeat one of the unrelated memories, that one is the old.)
-    return user, palace.remember(pair["old"], user_id=user, now=START).memory.id
+    old_id = f"old_{user}"
+    vector = palace._embed([pair["old"]])[0]
+    memory = Memory(
+        id=old_id,
+        text=pair["old"],
+        user_id=user,
+        slot=palace._remembering._slot_of(pair["old"]),
+        created_at=START,
+        updated_at=START,
+        status_at=START,
+    )
+    palace.ledger.save_memories(
+        [memory], vectors={old_id: vector}, model=palace.embedder.model_name
+    )
+    return user, old_id
 
 
 @dataclass
@@ -415,13 +430,9 @@ def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | No
     configs: list[tuple[str, dict[str, Any], Path | None, bool]] = [
         ("shipped weights, gate of now, structural matcher", NOW_GATE, None, True),
         ("shipped weights, gate of now, no structural matcher", NOW_GATE, None, False),
-        ("shipped weights, gate of before, structural matcher", before_gate, None, True),
     ]
     if baseline_weights is not None:
-        configs += [
-            ("weights of before, gate of before", before_gate, baseline_weights, True),
-            ("weights of before, gate of now", NOW_GATE, baseline_weights, True),
-        ]
+        configs += [("weights of before, gate of before", before_gate, baseline_weights, True)]
     for title, gate, wpath, structural in configs:
         rows: list[Judged] = []
         with palace_for(gate, model, wpath, structural) as palace:
