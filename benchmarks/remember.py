@@ -56,7 +56,7 @@ import numpy as np
 
 from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
 from palace_retrievers import Palace
-from palace_retrievers.memory.decide import Policy, decide
+from palace_retrievers.memory.decide import Policy, Verdict, decide, settle
 from palace_retrievers.memory.judges import JudgeContext, Opinion, Pair
 from palace_retrievers.memory.records import Memory
 
@@ -392,10 +392,11 @@ def simulated(row: Judged, policy: Policy) -> tuple[str, bool, bool, bool]:
     duplicate of the old memory, or new), whether the new text was dropped as a repeat of
     another memory, whether it was linked to the old one as related, and whether it
     superseded one of the user's unrelated memories."""
-    kinds = [
-        "duplicate" if same else decide(opinion, policy, "j").kind
+    verdicts = [
+        Verdict("duplicate", 1.0, (), "j") if same else decide(opinion, policy, "j")
         for same, opinion in zip(row.same_text, row.opinions, strict=True)
     ]
+    kinds = [v.kind for v in settle(verdicts, policy)]
     if "duplicate" in kinds:
         first = kinds.index("duplicate")
         return (
@@ -411,6 +412,7 @@ def simulated(row: Judged, policy: Policy) -> tuple[str, bool, bool, bool]:
 
 #: The candidate gate of issue 18: every vector neighbour counts, full text brings more.
 NOW_GATE: dict[str, Any] = {"candidate_similarity": 0.0, "candidates": 8, "lexical_candidates": 4}
+MARGINS: tuple[float | None, ...] = (None, 0.0, 0.1, 0.2)
 GRID = {
     "supersede_confidence": (0.0, 0.3, 0.4, 0.5, 0.6, 0.7),
     "duplicate_doubt": (0.2, 0.3, 0.4, 0.5, 1.0),
@@ -441,17 +443,18 @@ def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | No
         gate_hits = [any(r.is_old) for r in rows if r.gold in ("update", "duplicate")]
         print(
             f"\n## {title}: gate recall {sum(gate_hits) / len(gate_hits):.3f} "
-            f"({len(rows)} pairs)\n\n| supersede | doubt | related | update P / R | "
+            f"({len(rows)} pairs)\n\n| margin | supersede | doubt | related | update P / R | "
             "duplicate P / R | hidden true | dropped update | related | unrelated superseded |\n"
-            "|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|"
         )
         results = []
-        for s_ in GRID["supersede_confidence"]:
-            for d_ in GRID["duplicate_doubt"]:
-                for r_ in GRID["related_confidence"]:
-                    policy = Policy(s_, d_, r_)
-                    results.append((policy, policy_tally(rows, policy)))
-        before = Policy(0.0, 1.0, 1.0)
+        for m_ in MARGINS:
+            for s_ in GRID["supersede_confidence"]:
+                for d_ in GRID["duplicate_doubt"]:
+                    for r_ in GRID["related_confidence"]:
+                        policy = Policy(s_, d_, r_, m_)
+                        results.append((policy, policy_tally(rows, policy)))
+        before = Policy(0.0, 1.0, 1.0, None)
         chosen = choose(results)
         qualifying = [r for r in results if qualifies(r[1])]
         for policy, tally in [r for r in results if r[0] == before] + [chosen]:
@@ -523,7 +526,7 @@ def choose(results: Sequence[tuple[Policy, Tally]]) -> tuple[Policy, Tally]:
 def grid_row(policy: Policy, tally: Tally) -> str:
     _, _, _, hidden, dropped = rates(tally)
     return (
-        f"| {policy.supersede_confidence} | {policy.duplicate_doubt} | "
+        f"| {policy.supersede_margin} | {policy.supersede_confidence} | {policy.duplicate_doubt} | "
         f"{policy.related_confidence} | {tally.pr('update')} | {tally.pr('duplicate')} | "
         f"{hidden:.3f} | {dropped:.3f} | {tally.related} | "
         f"{tally.collateral / max(tally.pairs, 1):.3f} |"

@@ -361,6 +361,15 @@ class MemoryConfig:
             "filed as related (both current, linked, the newer first)"
         ),
     )
+    supersede_margin: float | None = field(
+        default=None,
+        metadata=_doc(
+            "a new memory supersedes at most one old memory, the one the judge is surest "
+            "is updated, and only if its probability of update leads every other "
+            "candidate's by this much; the others are filed as related (unset: every "
+            "confident update supersedes)"
+        ),
+    )
     candidate_similarity: float = field(
         default=0.5,
         metadata=_doc(

@@ -25,7 +25,7 @@ from palace_plugins.testing import JudgeTests
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.memory.decide import Policy, decide
+from palace_retrievers.memory.decide import Policy, Verdict, decide, settle
 from palace_retrievers.memory.judges import JudgeContext, MemoryJudge, Opinion, Pair
 
 PAIR = re.compile(r"\[(\d+)\] OLD: (.*)\n    NEW: (.*)")
@@ -113,6 +113,25 @@ def test_the_policy_never_hides_a_true_memory_nor_drops_a_new_value(
     assert got.kind == expected
     assert got.judge == "j"
     assert got.reasons[0] == "because"
+
+
+def test_one_new_value_supersedes_at_most_the_surest_old_one() -> None:
+    """A change statement that sounds like an update of several memories updates only
+    the one the judge is surest of, and only with a lead; the rest are related."""
+    policy = Policy(supersede_confidence=0.5, supersede_margin=0.1)
+
+    def verdict(update: float) -> Verdict:
+        return decide(
+            Opinion("update", {"update": update, "duplicate": 0.0, "new": 1 - update}), policy, "j"
+        )
+
+    settled = settle([verdict(0.7), verdict(0.95), verdict(0.6)], policy)
+    assert [v.kind for v in settled] == ["related", "update", "related"]
+    close = settle([verdict(0.9), verdict(0.85)], policy)
+    assert [v.kind for v in close] == ["related", "related"]  # no lead: nothing hidden
+    assert [v.kind for v in settle([verdict(0.9)], policy)] == ["update"]
+    unset = Policy(supersede_confidence=0.5)
+    assert [v.kind for v in settle([verdict(0.9), verdict(0.85)], unset)] == ["update"] * 2
 
 
 # -- judges acting through the palace -----------------------------------------------------

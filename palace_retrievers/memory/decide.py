@@ -15,11 +15,19 @@ built on one rule: **never hide a true memory, never drop a new value**.
   ``memory.related_confidence`` is related; otherwise it is simply new.
 
 A judge that fails is no verdict at all: :func:`undecided` files the memory as new.
+
+**One new value replaces one old value.** Judges read each pair alone, and a new text that
+states a change ("finally moved to days, 7am-7pm now") can sound like an update of many of
+the user's memories at once. :func:`settle` looks at a new memory's verdicts together: only
+the candidate the judge is surest is updated supersedes, and only when its probability of
+update leads every other candidate's by ``memory.supersede_margin``; the other updates
+(and a leader without that lead) are filed as related.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from palace_retrievers.memory.judges import Opinion
@@ -34,6 +42,7 @@ class Policy:
     supersede_confidence: float = 0.0
     duplicate_doubt: float = 1.0
     related_confidence: float = 1.0
+    supersede_margin: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +55,14 @@ class Verdict:
         confidence: The judge's probability of what it called the pair.
         reasons: Why: the judge's notes, and the policy's when it changed the call.
         judge: The judge's name.
+        update: The judge's probability of update (what :func:`settle` compares).
     """
 
     kind: Kind
     confidence: float
     reasons: tuple[str, ...]
     judge: str
+    update: float = 0.0
 
 
 def decide(opinion: Opinion, policy: Policy, judge: str) -> Verdict:
@@ -61,18 +72,44 @@ def decide(opinion: Opinion, policy: Policy, judge: str) -> Verdict:
     reasons = opinion.reasons
     if opinion.verdict == "update":
         if update >= policy.supersede_confidence:
-            return Verdict("update", update, reasons, judge)
+            return Verdict("update", update, reasons, judge, update)
         note = f"an update at {update:.2f}, under supersede_confidence"
-        return Verdict("related", update, (*reasons, note), judge)
+        return Verdict("related", update, (*reasons, note), judge, update)
     if opinion.verdict == "duplicate":
         if update < policy.duplicate_doubt or policy.duplicate_doubt >= 1.0:
-            return Verdict("duplicate", duplicate, reasons, judge)
+            return Verdict("duplicate", duplicate, reasons, judge, update)
         note = f"a duplicate, but an update at {update:.2f} (duplicate_doubt): filed"
-        return Verdict("related", duplicate, (*reasons, note), judge)
+        return Verdict("related", duplicate, (*reasons, note), judge, update)
     if max(update, duplicate) >= policy.related_confidence and policy.related_confidence < 1.0:
         note = f"new, but update {update:.2f} / duplicate {duplicate:.2f}: related"
-        return Verdict("related", float(p["new"]), (*reasons, note), judge)
-    return Verdict("new", float(p["new"]), reasons, judge)
+        return Verdict("related", float(p["new"]), (*reasons, note), judge, update)
+    return Verdict("new", float(p["new"]), reasons, judge, update)
+
+
+def settle(verdicts: Sequence[Verdict], policy: Policy) -> list[Verdict]:
+    """A new memory's verdicts on all its candidates, with at most one update: the one
+    with the highest probability of update, if it leads every other candidate's by
+    ``policy.supersede_margin`` (``None``: no such rule, every update stands). The
+    other updates become related."""
+    margin = policy.supersede_margin
+    updates = [i for i, v in enumerate(verdicts) if v.kind == "update"]
+    if margin is None or not updates:
+        return list(verdicts)
+    best = max(updates, key=lambda i: verdicts[i].update)
+    rest = [v.update for i, v in enumerate(verdicts) if i != best]
+    lead = verdicts[best].update - max(rest, default=0.0)
+    out = []
+    for i, verdict in enumerate(verdicts):
+        if verdict.kind == "update" and (i != best or lead < margin):
+            note = (
+                f"an update at {verdict.update:.2f}, but not the one surest, by "
+                f"{lead:.2f} < supersede_margin"
+                if i == best
+                else f"an update at {verdict.update:.2f}, but another candidate is surer"
+            )
+            verdict = replace(verdict, kind="related", reasons=(*verdict.reasons, note))
+        out.append(verdict)
+    return out
 
 
 def undecided(judge: str, why: str) -> Verdict:

@@ -71,7 +71,7 @@ from palace_retrievers.memory.checks import (
     check_text,
     check_ttl,
 )
-from palace_retrievers.memory.decide import Policy, Verdict, decide, undecided
+from palace_retrievers.memory.decide import Policy, Verdict, decide, settle, undecided
 from palace_retrievers.memory.judges import JudgeContext, MemoryJudge, Opinion, Pair, check_opinions
 from palace_retrievers.memory.keeping import CONFLICT_RETRIES, MemoryKeeping
 from palace_retrievers.memory.records import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
@@ -159,6 +159,7 @@ class Remembering(MemoryKeeping):
             supersede_confidence=self._config.supersede_confidence,
             duplicate_doubt=self._config.duplicate_doubt,
             related_confidence=self._config.related_confidence,
+            supersede_margin=self._config.supersede_margin,
         )
         self._writing = writing
         self._sync_index = sync_index
@@ -346,8 +347,8 @@ class Remembering(MemoryKeeping):
             if old.text != text and (old.text, text) not in judged
         ]
         name, failure = self._ask(asked, judged)
-        out = []
-        for old, sim in found:
+        verdicts = []
+        for old, _ in found:
             if old.text == text:
                 verdict = decide(
                     Opinion.certain("duplicate", "told again word for word"), self._policy, name
@@ -356,8 +357,9 @@ class Remembering(MemoryKeeping):
                 verdict = decide(judged[(old.text, text)], self._policy, name)
             else:
                 verdict = undecided(name, failure or "not judged")
-            out.append((old, verdict, sim))
-        return out
+            verdicts.append(verdict)
+        settled = settle(verdicts, self._policy)
+        return [(old, verdict, sim) for (old, sim), verdict in zip(found, settled, strict=True)]
 
     def _ask(self, pairs: list[Pair], judged: Judged) -> tuple[str, str | None]:
         """Ask the judge about ``pairs`` into ``judged``; its name, and why it failed
