@@ -1,12 +1,13 @@
-"""Memory decisions end to end, as a user meets them: ``remember(old)``, then ``remember(new)``.
+"""Memory decisions end to end, as a user meets them: an old memory, then ``remember(new)``.
 
 Each labelled pair of a set (``benchmarks/data/memory_pairs_*.jsonl``: ``old``, ``new``,
 ``label`` in update / duplicate / new, ``lang``) gets a user of its own, who already has
 ``--others`` (200) unrelated memories in the palace: texts of other sets' pairs in the
 pair's language, filed straight into the ledger with their vectors and slots (what a
 long-lived user has; filing them through ``remember`` would only slow the run). Then, with
-the real all-MiniLM-L6-v2 and the palace's default judge, ``remember(old)`` a day before
-``remember(new)``, and:
+the real all-MiniLM-L6-v2 and the palace's default judge, the old memory is filed (straight
+into the ledger, as the unrelated ones: the decision measured is the new memory's) a day
+before ``remember(new)``, and:
 
 - **gate recall**: of the update and duplicate pairs, the share whose old memory is among
   the candidates the judge reads for the new one (``Remembering.candidates``), measured
@@ -360,7 +361,7 @@ def judged_pairs(
     seed: int,
 ) -> list[Judged]:
     """Each pair's candidates and the palace judge's opinions of them, as
-    ``remember(new)`` would see them after ``remember(old)`` among ``count`` others."""
+    ``remember(new)`` would see them with the old memory among the unrelated ones."""
     rng = random.Random(seed)
     _, judge = palace.memory_judge()
     context = JudgeContext(embed=palace._embed, model=palace.embedder.model_name)
