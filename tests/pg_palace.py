@@ -40,11 +40,13 @@ def open_postgres_palace(
     return Palace.open(path, config=config, embedder=embedder, backend=backend, plugins=plugins)
 
 
-def _child(arguments: dict[str, Any]) -> None:
-    """A second process: open the shared palace with the FAKE embedder, write, report."""
+def open_as_child(arguments: dict[str, Any]) -> Palace:
+    """The shared palace a child process opens (``path``, ``url``, ``schema``,
+    ``backend`` and optional ``backend_options`` in ``arguments``), with the FAKE
+    embedder."""
     from fakes import FAKE_PLUGIN, HashingEmbedder
 
-    palace = open_postgres_palace(
+    return open_postgres_palace(
         Path(arguments["path"]),
         url=arguments["url"],
         schema=arguments["schema"],
@@ -53,6 +55,11 @@ def _child(arguments: dict[str, Any]) -> None:
         backend_options=arguments.get("backend_options"),
         plugins=(FAKE_PLUGIN,),
     )
+
+
+def _child(arguments: dict[str, Any]) -> None:
+    """A second process: open the shared palace with the FAKE embedder, write, report."""
+    palace = open_as_child(arguments)
     with palace:
         ids = palace.add_texts(arguments["texts"], wing="shared", user_id="u1")
         remembered = palace.remember(arguments["memory"], kind="decision", user_id="u1")

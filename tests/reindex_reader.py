@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakes import FAKE_PLUGIN, HashingEmbedder
-from pg_palace import open_postgres_palace
+from pg_palace import open_as_child
 
 from palace_retrievers import Palace
 from palace_retrievers.records import Filter
@@ -35,15 +35,7 @@ KINDS = ("vector", "vector", "vector", "vector", "vector", "wing", "vector", "se
 
 def open_palace(arguments: dict[str, Any]) -> Palace:
     if arguments.get("url"):
-        return open_postgres_palace(
-            Path(arguments["path"]),
-            url=arguments["url"],
-            schema=arguments["schema"],
-            embedder=HashingEmbedder(),
-            backend=arguments["backend"],
-            backend_options=arguments.get("backend_options"),
-            plugins=(FAKE_PLUGIN,),
-        )
+        return open_as_child(arguments)
     return Palace.open(
         Path(arguments["path"]),
         backend=arguments["backend"],

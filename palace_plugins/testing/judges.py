@@ -45,12 +45,12 @@ SAMPLE_PAIRS: tuple[Pair, ...] = (
 
 
 def _embed(texts: Sequence[str]) -> np.ndarray:
-    """A deterministic fake embedder (hashed characters, unit rows): the suite tests the
-    contract, not meaning."""
+    """A deterministic fake embedder (characters by code point, unit rows): the suite
+    tests the contract, not meaning."""
     rows = np.zeros((len(texts), 32), dtype=np.float32)
     for i, text in enumerate(texts):
         for ch in text:
-            rows[i, hash(ch) % 32] += 1.0
+            rows[i, ord(ch) % 32] += 1.0
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     unit: np.ndarray = rows / np.maximum(norms, 1e-12)
     return unit
