@@ -17,12 +17,14 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError, PluginError
+from palace_retrievers.memory.checks import check_owner
 from palace_retrievers.memory.extraction import Candidate, MemoryExtractor, extract_memories
 from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.memory.recall import context_block
 from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.records import Drawer, Filter, Hit, utc
 from palace_retrievers.search import check_query
+from palace_retrievers.syncing import EVERY_OWNER, Owner
 
 if TYPE_CHECKING:
     from palace_plugins.manager import PluginManager
@@ -320,19 +322,33 @@ class PalaceMemories:
         kept, with a ``delete`` event (``palace.forget`` removes it with the user)."""
         return self._remembering.forget(ids, user_id=user_id)
 
-    def gc(self, *, now: Time | None = None, dry_run: bool = False) -> GcReport:
-        """Archive what the ``[memory]`` policy retires, for every owner: expired
-        memories, memories superseded for ``gc_superseded_days``, and memories unused
-        for ``gc_unused_days`` whose importance is below ``gc_unused_importance``.
+    def gc(
+        self, *, now: Time | None = None, dry_run: bool = False, user_id: Owner = EVERY_OWNER
+    ) -> GcReport:
+        """Archive what the ``[memory]`` policy retires: expired memories, memories
+        superseded for ``gc_superseded_days``, and memories unused for ``gc_unused_days``
+        whose importance is below ``gc_unused_importance``.
+
+        ``user_id`` means what it means to :meth:`sync`: one user's memories, or with
+        ``None`` the unowned ones. Left out, it is
+        :data:`~palace_retrievers.syncing.EVERY_OWNER`: every owner's memories (what an
+        operator's ``palace gc`` does), which is not the same as ``None``.
 
         Args:
             now: The time to judge by (default: now).
             dry_run: Count, change nothing.
+            user_id: Only this owner's memories (``None``: the unowned ones; default:
+                every owner's).
 
         Raises:
             PalaceBusyError: another process is writing to the palace.
+            InvalidQueryError: ``user_id`` is not a string, ``None`` or ``EVERY_OWNER``.
         """
-        return self._remembering.gc(now=now, dry_run=dry_run)
+        if user_id is EVERY_OWNER:
+            return self._remembering.gc(now=now, dry_run=dry_run)
+        return self._remembering.gc(
+            now=now, dry_run=dry_run, every_owner=False, user_id=check_owner(user_id)
+        )
 
     def forget(self, *, user_id: str) -> ForgetReport:
         """Delete everything of ``user_id``, for good: drawers, the closets over them,

@@ -174,6 +174,19 @@ def test_gc_archives_what_expired(run: Run) -> None:
     assert data(run, "memories", "list", "--status", "archived")[0]["id"] == memory_id
 
 
+def test_gc_user_archives_only_that_users_memories(run: Run) -> None:
+    ann = data(run, "remember", "Ann's parking permit", "--ttl", "1h", "--user", "ann")
+    bob = data(run, "remember", "Bob's parking permit", "--ttl", "1h", "--user", "bob")
+
+    out = ok(run, "gc", "--user", "ann", "--now", "2999-01-01")
+    assert "archived 1 memories (1 expired, 0 superseded, 0 unused)" in out
+    assert ann["memory"]["id"] in out
+    assert data(run, "memories", "list", "--user", "ann") == []
+    assert [m["id"] for m in data(run, "memories", "list", "--user", "bob")] == [
+        bob["memory"]["id"]
+    ]
+
+
 def test_context_block(run: Run) -> None:
     data(run, "remember", "We deploy on Thursdays", "--kind", "decision", "--user", "u1")
     block = ok(run, "context", "when do we deploy", "--user", "u1")

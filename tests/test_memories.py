@@ -363,6 +363,24 @@ def test_gc_archives_by_policy_and_counts_per_reason(palace: Palace) -> None:
     assert palace.restore(unused.id, user_id="u1").status == "active"
 
 
+def test_gc_for_one_owner_archives_only_that_owners_memories(palace: Palace) -> None:
+    mine = palace.remember("The door code is 4512", user_id="u1", ttl=3600, now=T0).memory
+    theirs = palace.remember("The gate code is 7788", user_id="u2", ttl=3600, now=T0).memory
+    nobodys = palace.remember("The wifi code is 1234", ttl=3600, now=T0).memory
+    later = T0 + timedelta(days=2)
+
+    assert palace.gc(now=later, user_id="u1", dry_run=True).ids["expired"] == (mine.id,)
+    assert palace.gc(now=later, user_id=None, dry_run=True).ids["expired"] == (nobodys.id,)
+    assert palace.gc(now=later, user_id="nobody").total == 0
+    assert palace.gc(now=later, user_id="u1").ids["expired"] == (mine.id,)
+    assert palace.memory(mine.id, user_id="u1").status == "archived"
+    assert palace.memory(theirs.id, user_id="u2").status == "active"
+    assert palace.memory(nobodys.id).status == "active"
+    assert set(palace.gc(now=later).ids["expired"]) == {theirs.id, nobodys.id}  # every owner
+    with pytest.raises(InvalidQueryError, match="user_id"):
+        palace.gc(user_id=42)  # type: ignore[arg-type]
+
+
 def test_gc_spares_a_memory_that_was_recalled(palace: Palace) -> None:
     memory = palace.remember("I once tried sushi", user_id="u1", importance=0.2, now=T0).memory
     palace.ledger.touch_memories([memory.id], at=T0 + timedelta(days=150))

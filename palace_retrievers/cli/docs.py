@@ -31,7 +31,8 @@ with `error:`), 2 on bad usage.
   a terminal and printed as plain lines (fields separated by two spaces) when piped.
 - **Users.** `--user ID` scopes a command to one user's drawers, memories and triples;
   without it a command sees only records that belong to no user. `palace forget --user ID`
-  deletes everything of that user; `palace export` exports every user unless `--user`.
+  deletes everything of that user. Three palace-wide chores work on every user unless
+  `--user` names one: `palace sync`, `palace gc` and `palace export`.
 - **Shell completion** (click's): add to `~/.bashrc`
   `eval "$(_PALACE_COMPLETE=bash_source palace)"`; for zsh use `zsh_source` in
   `~/.zshrc`, for fish `_PALACE_COMPLETE=fish_source palace | source` in

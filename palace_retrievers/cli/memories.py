@@ -23,6 +23,7 @@ from palace_retrievers.cli.app import (
 from palace_retrievers.cli.output import clean, echo, fields, one_line, record, table
 from palace_retrievers.memory.records import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.records import utc
+from palace_retrievers.syncing import EVERY_OWNER, Owner
 
 #: ``--status all`` lists memories of every status.
 ALL_STATUSES = "all"
@@ -354,16 +355,25 @@ def restore(
 @cli.command()
 @click.option("--dry-run", is_flag=True, help="Only count what would be archived.")
 @click.option("--now", help="Act as if it were this time (ISO-8601).")
+@click.option(
+    "--user",
+    "user_id",
+    help="Only this user's memories (default: every user's and the unowned ones).",
+)
 @json_option
 @click.pass_context
-def gc(ctx: click.Context, dry_run: bool, now: str | None, as_json: bool) -> None:
+def gc(
+    ctx: click.Context, dry_run: bool, now: str | None, user_id: str | None, as_json: bool
+) -> None:
     """Archive expired, long-superseded and long-unused unimportant memories.
 
     The rules and their ages are in palace.toml; archived memories are skipped by
-    search and brought back by `palace restore`.
+    search and brought back by `palace restore`. Without --user, every user's memories
+    are collected (a palace-wide chore, like `palace sync`).
     """
+    owner: Owner = EVERY_OWNER if user_id is None else user_id
     with opened(ctx) as palace:
-        report = palace.gc(now=utc(now) if now else None, dry_run=dry_run)
+        report = palace.gc(now=utc(now) if now else None, dry_run=dry_run, user_id=owner)
     if as_json:
         emit_json(record(report))
         return

@@ -336,8 +336,16 @@ class MemoryKeeping:
             self._sync_index()
             return deleted
 
-    def gc(self, *, now: Time | None = None, dry_run: bool = False) -> GcReport:
-        """Archive, across every owner, the memories the ``[memory]`` policy retires."""
+    def gc(
+        self,
+        *,
+        now: Time | None = None,
+        dry_run: bool = False,
+        every_owner: bool = True,
+        user_id: str | None = None,
+    ) -> GcReport:
+        """Archive the memories the ``[memory]`` policy retires: across every owner, or
+        with ``every_owner`` false only those of ``user_id`` (``None``: the unowned)."""
         at = datetime.now(UTC) if now is None else utc(now)
         cfg = self._config
         with self._writing("gc"):
@@ -347,6 +355,11 @@ class MemoryKeeping:
                 unused_before=at - timedelta(days=cfg.gc_unused_days),
                 unused_importance=cfg.gc_unused_importance,
             )
+            if not every_owner:
+                found = {
+                    reason: [m for m in memories if m.user_id == user_id]
+                    for reason, memories in found.items()
+                }
             ids = {reason: tuple(m.id for m in found.get(reason, ())) for reason in GC_REASONS}
             report = GcReport(
                 expired=len(ids["expired"]),
