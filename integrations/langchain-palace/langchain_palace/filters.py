@@ -13,8 +13,8 @@ A filter is a dict, as with other LangChain vector stores::
 - Any other key is a drawer field (``source``, ``content_date``) or a metadata key; its
   value is a literal (equality) or one operator: ``$eq``, ``$ne``, ``$gt``, ``$gte``,
   ``$lt``, ``$lte``, ``$in``, ``$nin``. ``$and`` and ``$or`` take lists of filters.
-  These are checked on the drawers the index returns, fetching more until ``k`` pass or
-  none are left, so a filter never makes a search miss a drawer that passes it.
+  These are checked on the drawers the index returns, fetching more until ``k`` pass,
+  none are left, or :data:`FETCH_LIMIT` hits were fetched (see :func:`fetch`).
 - A missing key passes ``$ne`` and ``$nin`` only; values of another type never match.
 
 Anything else is an :class:`~palace_retrievers.InvalidQueryError`, never ignored.
@@ -22,6 +22,7 @@ Anything else is an :class:`~palace_retrievers.InvalidQueryError`, never ignored
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,12 @@ from typing import Any
 from palace_retrievers import Drawer, Hit, InvalidQueryError
 from palace_retrievers.records import utc
 
+log = logging.getLogger(__name__)
+
 Test = Callable[[Drawer], bool]
+
+#: The most hits a search is asked for while a filter is checked on its hits (:func:`fetch`).
+FETCH_LIMIT = 1024
 
 #: Palace filter fields applied inside the index when given as a plain string.
 INDEX_FIELDS = ("wing", "room", "kind")
@@ -179,18 +185,33 @@ def _value(drawer: Drawer, key: str) -> Any:
     return drawer.metadata.get(key, _MISSING)
 
 
-def fetch(run: Callable[[int], list[Hit]], k: int, test: Test | None) -> list[Hit]:
+def fetch(
+    run: Callable[[int], list[Hit]], k: int, test: Test | None, *, limit: int = FETCH_LIMIT
+) -> list[Hit]:
     """The first ``k`` hits of ``run`` that pass ``test``.
 
-    ``run(n)`` returns the best ``n`` hits; it is called with a growing ``n`` until ``k``
-    hits pass or ``run`` has no more to give.
+    ``run(n)`` returns the best ``n`` hits. It is asked for ``4 k`` hits, then four times
+    as many each round, until ``k`` pass, ``run`` has no more to give, or it was asked for
+    ``limit`` hits (``k``, if larger): then the hits that passed are returned, fewer than
+    ``k``, and a warning says so. So a search runs at most four or five times, however
+    rare the drawers that pass.
     """
     if test is None:
         return run(k)
-    wanted = k * 4
+    cap = max(limit, k)
+    wanted = min(k * 4, cap)
     while True:
         hits = run(wanted)
         kept = [hit for hit in hits if test(hit.drawer)]
         if len(kept) >= k or len(hits) < wanted:
             return kept[:k]
-        wanted *= 4
+        if wanted >= cap:
+            log.warning(
+                "only %d of the best %d hits pass the filter (%d wanted); the search stops "
+                "there: narrow it with wing, room, kind or a time range, which the index applies",
+                len(kept),
+                wanted,
+                k,
+            )
+            return kept
+        wanted = min(wanted * 4, cap)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
@@ -14,9 +15,10 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from palace_retrievers import Palace
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from langchain_palace.documents import hit_document
+from langchain_palace.scope import Memories, Scope, SearchType
 
 TimeBound = datetime | date | str | None
 
@@ -35,22 +37,35 @@ class PalaceRetriever(BaseRetriever):
     (``wing``, ``room``, ``source``, dates, lines), its metadata, and the hit's ``score``
     and per-stage ``scores``.
 
-    ``k`` and every filter can also be given per call, and win over the fields:
+    ``k``, ``filter`` and the palace filters can also be given per call, and win over
+    the fields:
 
     .. code-block:: python
 
         retriever = PalaceRetriever(palace="~/.palace/default", k=5, user_id="u1")
         docs = retriever.invoke("which database do we use?", k=3, wing="work")
 
-    Only the drawers of ``user_id`` are searched (unowned drawers when it is ``None``).
+    Only the records of ``user_id`` are searched (unowned ones when it is ``None``), and
+    only those of ``wing`` and ``room`` when they are set: memories included (see
+    ``memories``).
 
     Args:
         palace: An open :class:`~palace_retrievers.Palace`, or the path of one (which
             must exist; the retriever opens it).
         k: How many documents to return.
-        wing, room, kind: Only drawers of this wing, room or kind.
-        user_id: Whose drawers to search.
-        since, until: Only drawers dated in this range (an ISO-8601 time, date or datetime).
+        wing, room, kind: Only records of this wing, room or kind.
+        user_id: Whose records to search.
+        since, until: Only records dated in this range (an ISO-8601 time, date or datetime).
+        filter: A filter dict, as :class:`~langchain_palace.PalaceVectorStore` takes
+            (see :mod:`langchain_palace.filters`).
+        search_type: ``"similarity"`` (the palace's ranking), ``"similarity_score_threshold"``
+            (only hits whose cosine similarity to the query is at least
+            ``score_threshold``) or ``"mmr"`` (maximal marginal relevance among the best
+            ``fetch_k``, weighed by ``lambda_mult``), as LangChain's
+            ``VectorStoreRetriever``.
+        memories: ``"scoped"``: the user's memories too, only those filed in ``wing`` /
+            ``room`` when they are set; ``"all"``: also the memories filed in no wing or
+            room, which the palace recalls for every wing; ``"none"``: drawers only.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -63,6 +78,12 @@ class PalaceRetriever(BaseRetriever):
     kind: str | None = None
     since: TimeBound = None
     until: TimeBound = None
+    filter: dict[str, Any] | None = None
+    search_type: SearchType = "similarity"
+    score_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    fetch_k: int = Field(default=20, gt=0)
+    lambda_mult: float = Field(default=0.5, ge=0.0, le=1.0)
+    memories: Memories = "scoped"
 
     @field_validator("palace", mode="before")
     @classmethod
@@ -70,22 +91,37 @@ class PalaceRetriever(BaseRetriever):
         """Open the palace when a path is given."""
         return open_palace(value)
 
-    def _search_kwargs(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        values: dict[str, Any] = {
-            "k": self.k,
-            "wing": self.wing,
-            "room": self.room,
-            "user_id": self.user_id,
-            "kind": self.kind,
-            "since": self.since,
-            "until": self.until,
-        }
-        values.update({key: value for key, value in overrides.items() if value is not None})
-        return values
+    @model_validator(mode="after")
+    def check_threshold(self) -> PalaceRetriever:
+        """A threshold search needs its threshold."""
+        if self.search_type == "similarity_score_threshold" and self.score_threshold is None:
+            raise ValueError(
+                "search_type='similarity_score_threshold' needs a score_threshold in [0, 1]"
+            )
+        return self
 
-    def _search(self, query: str, overrides: dict[str, Any]) -> list[Document]:
-        kwargs = self._search_kwargs(overrides)
-        return [hit_document(hit) for hit in self.palace.search(query, **kwargs)]
+    def _search(self, query: str, overrides: Mapping[str, Any]) -> list[Document]:
+        given = {key: value for key, value in overrides.items() if value is not None}
+        where = {
+            key: given.get(key, getattr(self, key))
+            for key in ("wing", "room", "kind", "since", "until")
+        }
+        scope = Scope(
+            self.palace,
+            user_id=given.get("user_id", self.user_id),
+            where=where,
+            memories=self.memories,
+        )
+        hits = scope.run(
+            query,
+            search_type=self.search_type,
+            k=given.get("k", self.k),
+            filter=given.get("filter", self.filter),
+            score_threshold=self.score_threshold,
+            fetch_k=self.fetch_k,
+            lambda_mult=self.lambda_mult,
+        )
+        return [hit_document(hit) for hit in hits]
 
     def _get_relevant_documents(
         self,
@@ -93,6 +129,7 @@ class PalaceRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
+        filter: dict[str, Any] | None = None,
         wing: str | None = None,
         room: str | None = None,
         user_id: str | None = None,
@@ -102,6 +139,7 @@ class PalaceRetriever(BaseRetriever):
     ) -> list[Document]:
         overrides = {
             "k": k,
+            "filter": filter,
             "wing": wing,
             "room": room,
             "user_id": user_id,
@@ -117,6 +155,7 @@ class PalaceRetriever(BaseRetriever):
         *,
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
+        filter: dict[str, Any] | None = None,
         wing: str | None = None,
         room: str | None = None,
         user_id: str | None = None,
@@ -126,6 +165,7 @@ class PalaceRetriever(BaseRetriever):
     ) -> list[Document]:
         overrides = {
             "k": k,
+            "filter": filter,
             "wing": wing,
             "room": room,
             "user_id": user_id,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langchain_palace.documents import hit_document
 from langchain_palace.retrievers import open_palace
+from langchain_palace.scope import Memories, Scope
 
 
 class RecallInput(BaseModel):
@@ -42,6 +43,9 @@ class PalaceMemoryTool(BaseTool):
         user_id: Whose memories to search (``None``: unowned drawers only).
         k: How many memories to return when the model does not say.
         wing: Only this wing, unless the model names one.
+        memories: Which memories to recall besides drawers, as
+            :class:`~langchain_palace.PalaceRetriever`'s ``memories``: by default, with
+            a wing or room, only the memories filed there.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -58,6 +62,7 @@ class PalaceMemoryTool(BaseTool):
     user_id: str | None = None
     k: int = Field(default=5, gt=0)
     wing: str | None = None
+    memories: Memories = "scoped"
 
     @field_validator("palace", mode="before")
     @classmethod
@@ -68,9 +73,9 @@ class PalaceMemoryTool(BaseTool):
     def _recall(
         self, query: str, k: int | None, wing: str | None, room: str | None
     ) -> tuple[str, list[Document]]:
-        hits = self.palace.search(
-            query, k=k or self.k, wing=wing or self.wing, room=room, user_id=self.user_id
-        )
+        where = {"wing": wing or self.wing, "room": room}
+        scope = Scope(self.palace, user_id=self.user_id, where=where, memories=self.memories)
+        hits = scope.search(query, k or self.k)
         return _format(hits), [hit_document(hit) for hit in hits]
 
     def _run(

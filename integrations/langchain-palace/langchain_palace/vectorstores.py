@@ -5,21 +5,24 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from palace_retrievers import Drawer, Hit, InvalidQueryError, Palace
 from palace_retrievers.ids import text_id
+from palace_retrievers.palace import default_path
 from palace_retrievers.records import DRAWER_KIND
 
 from langchain_palace.documents import stored_document
 from langchain_palace.embeddings import LangChainEmbedder, PalaceEmbeddings, as_embeddings
-from langchain_palace.filters import compile_filter, fetch
+from langchain_palace.scope import Scope, relevance
 
 Filter = Mapping[str, Any] | None
 
@@ -30,11 +33,6 @@ def _no_extra(method: str, kwargs: Mapping[str, Any]) -> None:
             f"PalaceVectorStore.{method} does not take {', '.join(sorted(kwargs))}; "
             "filters go in filter={...}"
         )
-
-
-def _relevance(hit: Hit) -> float:
-    """The hit's cosine similarity to the query, clipped to [0, 1]."""
-    return min(1.0, max(0.0, float(hit.scores.get("vector", hit.score))))
 
 
 class PalaceVectorStore(VectorStore):
@@ -55,7 +53,13 @@ class PalaceVectorStore(VectorStore):
     ``source``). ``filter`` is a dict: see :mod:`langchain_palace.filters`.
 
     Every read and delete sees only the drawers of ``user_id``, and of ``wing`` when it
-    is set, as a collection of its own.
+    is set, as a collection of its own. A store holds drawers, never memories: its
+    searches leave out what ``Palace.remember`` filed (search those with
+    :class:`~langchain_palace.PalaceRetriever`), so every document it returns can be
+    fetched with :meth:`get_by_ids` and deleted with :meth:`delete`.
+
+    :meth:`as_retriever` keeps the hit's final ``score`` and per-stage ``scores`` in each
+    document's metadata.
 
     Example:
         .. code-block:: python
@@ -67,10 +71,11 @@ class PalaceVectorStore(VectorStore):
     Args:
         palace: An open :class:`~palace_retrievers.Palace`, or the path of one (opened,
             and created when missing; ``None``: ``$PALACE_PATH`` or
-            ``~/.palace/default``).
+            ``~/.palace/default``, unless ``embedding`` is given).
         embedding: LangChain embeddings to embed with. With a path, the palace is
             opened with them (a palace keeps one model: reopening it with another is
-            refused). Default: the palace's own embedder (MiniLM unless configured).
+            refused, so a palace must be named). Default: the palace's own embedder
+            (MiniLM unless configured).
         wing: The wing texts are filed in and read from (``None``: filed in
             ``"default"``, read from every wing).
         room: The room new texts are filed in.
@@ -87,6 +92,12 @@ class PalaceVectorStore(VectorStore):
         room: str = "general",
         user_id: str | None = None,
     ) -> None:
+        if palace is None and embedding is not None:
+            raise ValueError(
+                "PalaceVectorStore needs palace= (a path or an open Palace) when it is given "
+                "an embedding: a palace keeps the model of its first vectors for good, so "
+                f"it will not bind the default palace ({default_path()}) to this one"
+            )
         if isinstance(palace, Palace):
             if embedding is not None and not _embeds_with(palace, embedding):
                 raise ValueError(
@@ -103,7 +114,7 @@ class PalaceVectorStore(VectorStore):
         self.wing = wing
         self.room = room
         self.user_id = user_id
-        self._scope = {"wing": wing} if wing is not None else {}
+        self._scope = Scope(self.palace, user_id=user_id, where={"wing": wing}, memories="none")
         self._defaults: dict[str, Any] = {
             "wing": wing or "default",
             "room": room,
@@ -161,7 +172,7 @@ class PalaceVectorStore(VectorStore):
             or text_id(text=text, wing=str(meta.get("wing") or self._wing), user_id=self.user_id)
             for text, meta, given_id in zip(texts, metas, given, strict=True)
         ]
-        self._check_owner(full_ids)
+        # The palace refuses an id of another user's drawer (InvalidQueryError).
         return self.palace.add_texts(
             texts, metas, full_ids, wing=self._wing, room=self.room, user_id=self.user_id
         )
@@ -169,15 +180,6 @@ class PalaceVectorStore(VectorStore):
     @property
     def _wing(self) -> str:
         return self.wing or "default"
-
-    def _check_owner(self, ids: Sequence[str]) -> None:
-        """Refuse to overwrite a drawer of another user."""
-        owner = self.user_id or None
-        for drawer in self.palace.ledger.get_drawers(list(ids)):
-            if drawer.user_id != owner:
-                raise InvalidQueryError(
-                    f"id {drawer.id!r} belongs to another user; choose another id"
-                )
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         """Delete this user's drawers with these ids (unknown ids are ignored).
@@ -207,15 +209,11 @@ class PalaceVectorStore(VectorStore):
         drawer = hit_or_drawer.drawer if isinstance(hit_or_drawer, Hit) else hit_or_drawer
         return stored_document(drawer, self._defaults)
 
-    def _hits(self, run: Callable[..., list[Hit]], k: int, filter: Filter) -> list[Hit]:
-        compiled = compile_filter(filter, user_id=self.user_id, where=self._scope)
-        return fetch(lambda n: run(k=n, **compiled.where), k, compiled.test)
-
     def _query_hits(self, query: str, k: int, filter: Filter) -> list[Hit]:
-        return self._hits(functools.partial(self.palace.search, query), k, filter)
+        return self._scope.search(query, k, filter)
 
     def _vector_hits(self, embedding: Sequence[float], k: int, filter: Filter) -> list[Hit]:
-        return self._hits(functools.partial(self.palace.search_by_vector, embedding), k, filter)
+        return self._scope.search_by_vector(embedding, k, filter)
 
     def similarity_search(
         self, query: str, k: int = 4, filter: Filter = None, **kwargs: Any
@@ -236,9 +234,7 @@ class PalaceVectorStore(VectorStore):
     ) -> list[tuple[Document, float]]:
         """Hits in the pipeline's order, scored by cosine similarity clipped to [0, 1]."""
         _no_extra("similarity_search_with_relevance_scores", kwargs)
-        return [
-            (self._document(hit), _relevance(hit)) for hit in self._query_hits(query, k, filter)
-        ]
+        return [(self._document(hit), relevance(hit)) for hit in self._query_hits(query, k, filter)]
 
     async def _asimilarity_search_with_relevance_scores(
         self, query: str, k: int = 4, filter: Filter = None, **kwargs: Any
@@ -262,18 +258,9 @@ class PalaceVectorStore(VectorStore):
         return [(self._document(hit), hit.score) for hit in self._vector_hits(embedding, k, filter)]
 
     def _mmr(
-        self, query_vector: Any, hits: list[Hit], k: int, lambda_mult: float
+        self, query_vector: Sequence[float], hits: list[Hit], k: int, lambda_mult: float
     ) -> list[Document]:
-        if not hits:
-            return []
-        vectors = self.palace.embedder.embed_documents([hit.text for hit in hits])
-        chosen = maximal_marginal_relevance(
-            np.asarray(query_vector, dtype=np.float32),
-            np.asarray(vectors, dtype=np.float32).tolist(),
-            lambda_mult=lambda_mult,
-            k=k,
-        )
-        return [self._document(hits[index]) for index in chosen]
+        return [self._document(hit) for hit in self._scope.mmr(query_vector, hits, k, lambda_mult)]
 
     def max_marginal_relevance_search(
         self,
@@ -290,8 +277,10 @@ class PalaceVectorStore(VectorStore):
             lambda_mult: 1 for relevance alone, 0 for diversity alone.
         """
         _no_extra("max_marginal_relevance_search", kwargs)
-        hits = self._query_hits(query, max(k, fetch_k), filter)
-        return self._mmr(self.palace.embedder.embed_query(query), hits, k, lambda_mult)
+        hits = self._scope.run(
+            query, search_type="mmr", k=k, fetch_k=fetch_k, lambda_mult=lambda_mult, filter=filter
+        )
+        return [self._document(hit) for hit in hits]
 
     def max_marginal_relevance_search_by_vector(
         self,
@@ -306,6 +295,26 @@ class PalaceVectorStore(VectorStore):
         _no_extra("max_marginal_relevance_search_by_vector", kwargs)
         hits = self._vector_hits(embedding, max(k, fetch_k), filter)
         return self._mmr(embedding, hits, k, lambda_mult)
+
+    # -- as a retriever -------------------------------------------------------------------
+
+    def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
+        """A retriever over this store (``search_type`` and ``search_kwargs`` as LangChain's
+        ``VectorStoreRetriever``), whose documents keep ``score`` and ``scores``."""
+        tags = kwargs.pop("tags", None) or [*self._get_retriever_tags()]
+        return PalaceStoreRetriever(vectorstore=self, tags=tags, **kwargs)
+
+    def _retrieve(self, query: str, search_type: str, options: dict[str, Any]) -> list[Document]:
+        known = ("k", "filter", "score_threshold", "fetch_k", "lambda_mult")
+        _no_extra("as_retriever", {key: v for key, v in options.items() if key not in known})
+        hits = self._scope.run(query, search_type=search_type, **options)
+        documents = []
+        for hit in hits:
+            document = self._document(hit)
+            document.metadata["score"] = hit.score
+            document.metadata["scores"] = dict(hit.scores)
+            documents.append(document)
+        return documents
 
     # -- building -------------------------------------------------------------------------
 
@@ -323,8 +332,19 @@ class PalaceVectorStore(VectorStore):
         user_id: str | None = None,
         **kwargs: Any,
     ) -> PalaceVectorStore:
-        """A store over ``palace`` (see the class) with ``texts`` added to it."""
+        """A store over ``palace`` (see the class) with ``texts`` added to it.
+
+        Raises:
+            ValueError: no ``palace``: name the palace the texts go to (a path or an open
+                palace), so that no text lands in the default palace by accident.
+        """
         _no_extra("from_texts", kwargs)
+        if palace is None:
+            raise ValueError(
+                "PalaceVectorStore.from_texts needs palace= (a path or an open Palace): "
+                f"it does not file texts into the default palace ({default_path()}) "
+                "nor bind that palace to this embedding model"
+            )
         store = cls(palace, embedding=embedding, wing=wing, room=room, user_id=user_id)
         store.add_texts(texts, metadatas, ids=ids)
         return store
@@ -335,3 +355,27 @@ def _embeds_with(palace: Palace, embedding: Embeddings) -> bool:
     if isinstance(embedder, LangChainEmbedder):
         return embedder.embeddings is embedding
     return isinstance(embedding, PalaceEmbeddings) and embedding.embedder is embedder
+
+
+class PalaceStoreRetriever(VectorStoreRetriever):
+    """:meth:`PalaceVectorStore.as_retriever`: LangChain's vector store retriever, whose
+    documents also carry the hit's final ``score`` and per-stage ``scores`` in their
+    metadata (as :class:`~langchain_palace.PalaceRetriever`'s do)."""
+
+    def _store(self) -> PalaceVectorStore:
+        store = self.vectorstore
+        assert isinstance(store, PalaceVectorStore)
+        return store
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        return self._store()._retrieve(query, self.search_type, self.search_kwargs | kwargs)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        retrieve = self._store()._retrieve
+        return await asyncio.to_thread(
+            retrieve, query, self.search_type, self.search_kwargs | kwargs
+        )

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from palace_retrievers import Hit, InvalidQueryError, Palace, PalaceNotFoundError
 
-from langchain_palace import PalaceRetriever
+from langchain_palace import LangChainEmbedder, PalaceRetriever, PalaceVectorStore
+
+from .conftest import WordEmbeddings
 
 
 def test_documents_carry_id_metadata_and_scores(corpus_palace: Palace) -> None:
@@ -126,3 +128,62 @@ async def test_concurrent_ainvokes(corpus_palace: Palace) -> None:
     queries = ["grey cat", "tomatoes", "on-call rota", "session tokens"]
     results = await asyncio.gather(*(retriever.ainvoke(q) for q in queries))
     assert [docs[0].id for docs in results] == ["cat", "garden", "oncall", "cache"]
+
+
+def test_filter_dicts_as_a_field_and_per_call(corpus_palace: Palace) -> None:
+    retriever = PalaceRetriever(palace=corpus_palace, k=10, filter={"topic": "ops"})
+    assert {d.id for d in retriever.invoke("what do we run?")} == {"deploy", "oncall"}
+    either = {"$or": [{"topic": "pets"}, {"content_date": {"$gte": "2026-03-01"}}]}
+    assert {d.id for d in retriever.invoke("anything", filter=either)} == {"cat", "db"}
+    with pytest.raises(InvalidQueryError, match="unknown filter operator"):
+        retriever.invoke("cat", filter={"topic": {"$like": "o%"}})
+
+
+def test_search_types(corpus_palace: Palace) -> None:
+    query = "which database do we use?"
+    similar = PalaceRetriever(palace=corpus_palace, k=3).invoke(query)
+    threshold = PalaceRetriever(
+        palace=corpus_palace,
+        k=3,
+        search_type="similarity_score_threshold",
+        score_threshold=0.3,
+    ).invoke(query)
+    assert [d.id for d in threshold] == [
+        d.id for d in similar if d.metadata["scores"]["vector"] >= 0.3
+    ]
+    assert 0 < len(threshold) < len(similar)
+    mmr = PalaceRetriever(
+        palace=corpus_palace, k=2, search_type="mmr", fetch_k=6, lambda_mult=0.0
+    ).invoke(query)
+    assert len(mmr) == 2
+    assert mmr[0].id == similar[0].id  # the most relevant first, then the most different
+    assert mmr[1].id != similar[1].id
+    assert "scores" in mmr[1].metadata
+    with pytest.raises(ValueError, match="needs a score_threshold"):
+        PalaceRetriever(palace=corpus_palace, search_type="similarity_score_threshold")
+    with pytest.raises(ValueError, match="search_type"):
+        PalaceRetriever(palace=corpus_palace, search_type="nearest")  # type: ignore[arg-type]
+
+
+def test_a_scoped_retriever_returns_only_its_scope(palace_path: Path) -> None:
+    """Memories filed in no wing are recalled by the palace for every wing; a retriever
+    with a wing or room keeps them out unless asked. (Word embeddings: only the scoping
+    is tested here, not the ranking.)"""
+    embeddings = WordEmbeddings()
+    with Palace.open(palace_path, embedder=LangChainEmbedder(embeddings)) as palace:
+        store = PalaceVectorStore(palace, embedding=embeddings, wing="work", user_id="u1")
+        store.add_texts(["the cats of the office"], ids=["office"])
+        store.add_texts(["cats in the ops room"], metadatas=[{"room": "ops"}], ids=["ops"])
+        anywhere = palace.remember("my cats are called Miso and Tofu", user_id="u1").memory
+        at_work = palace.remember("cats visit work on Fridays", user_id="u1", wing="work")
+
+        def found(**fields: Any) -> set[str]:
+            retriever = PalaceRetriever(palace=palace, k=10, user_id="u1", **fields)
+            return {d.id for d in retriever.invoke("cats")}
+
+        assert found() == {"office", "ops", anywhere.id, at_work.memory.id}
+        assert found(wing="work") == {"office", "ops", at_work.memory.id}
+        assert found(wing="work", room="ops") == {"ops"}
+        assert found(wing="work", memories="all") == found()
+        assert found(memories="none") == {"office", "ops"}
+        assert found(filter={"wing": "work"}) == {"office", "ops", at_work.memory.id}

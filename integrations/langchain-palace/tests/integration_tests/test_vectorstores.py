@@ -181,7 +181,7 @@ def test_users_never_cross(palace_path: Path) -> None:
         assert u2.get_by_ids(["s1"]) == []
         u2.delete(["s1"])
         assert ids(u1.get_by_ids(["s1"])) == ["s1"]
-        with pytest.raises(InvalidQueryError, match="belongs to another user"):
+        with pytest.raises(InvalidQueryError, match="another owner"):
             u2.add_texts(["u2 overwrites"], ids=["s1"])
         with pytest.raises(InvalidQueryError, match="user_id='u2'"):
             u1.add_texts(["sneaky"], metadatas=[{"user_id": "u2"}])
@@ -189,6 +189,20 @@ def test_users_never_cross(palace_path: Path) -> None:
             u2.similarity_search("secret", filter={"user_id": "u1"})
         unowned = PalaceVectorStore(palace, embedding=embeddings)
         assert unowned.similarity_search("secret", k=5) == []
+
+
+def test_from_texts_and_embeddings_need_a_named_palace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PALACE_PATH", raising=False)
+    with pytest.raises(ValueError, match="from_texts needs palace="):
+        PalaceVectorStore.from_texts(["a note"], WordEmbeddings())
+    with pytest.raises(ValueError, match="from_texts needs palace="):
+        PalaceVectorStore.from_documents([Document(page_content="a note")], WordEmbeddings())
+    with pytest.raises(ValueError, match="needs palace="):
+        PalaceVectorStore(embedding=WordEmbeddings())
+    assert not (tmp_path / ".palace").exists()  # nothing filed, no palace bound
 
 
 def test_from_texts(palace_path: Path) -> None:
@@ -253,3 +267,57 @@ def test_a_wing_is_a_collection(palace_path: Path) -> None:
         assert notes.similarity_search("cats", k=5, filter={"wing": "chats"}) == []
         chats.delete(["n"])
         assert ids(notes.get_by_ids(["n"])) == ["n"]
+
+
+@pytest.fixture
+def remembering(palace_path: Path) -> Iterator[tuple[Palace, WordEmbeddings]]:
+    """A palace with drawers in two wings, and memories filed in no wing and in one."""
+    embeddings = WordEmbeddings()
+    with Palace.open(palace_path, embedder=LangChainEmbedder(embeddings)) as palace:
+        notes = PalaceVectorStore(palace, embedding=embeddings, wing="notes", user_id="u1")
+        notes.add_texts(["a note about cats"], ids=["n"])
+        chats = PalaceVectorStore(palace, embedding=embeddings, wing="chats", user_id="u1")
+        chats.add_texts(["a chat about cats"], ids=["c"])
+        palace.remember("my cats are called Miso and Tofu", user_id="u1")
+        palace.remember("the chats wing has cats in it", user_id="u1", wing="chats")
+        yield palace, embeddings
+
+
+def test_a_store_returns_only_what_it_holds(remembering: tuple[Palace, WordEmbeddings]) -> None:
+    palace, embeddings = remembering
+    notes = PalaceVectorStore(palace, embedding=embeddings, wing="notes", user_id="u1")
+    chats = PalaceVectorStore(palace, embedding=embeddings, wing="chats", user_id="u1")
+    everything = PalaceVectorStore(palace, embedding=embeddings, user_id="u1")
+    query = "cats"
+    assert ids(notes.similarity_search(query, k=5)) == ["n"]
+    assert ids(chats.similarity_search(query, k=5)) == ["c"]
+    assert set(ids(everything.similarity_search(query, k=5))) == {"n", "c"}
+    for store in (notes, chats, everything):
+        found = [
+            *store.similarity_search(query, k=5),
+            *store.max_marginal_relevance_search(query, k=5),
+            *store.as_retriever(search_kwargs={"k": 5}).invoke(query),
+            *(doc for doc, _ in store.similarity_search_with_relevance_scores(query, k=5)),
+        ]
+        assert found
+        assert ids(store.get_by_ids(ids(found))) == ids(found)  # each can be fetched
+    everything.delete(ids(everything.similarity_search(query, k=5)))
+    assert everything.similarity_search(query, k=5) == []
+    assert len(palace.memories(user_id="u1")) == 2  # the memories are not the store's
+
+
+def test_as_retriever_keeps_the_scores(store: PalaceVectorStore) -> None:
+    query = "the database is postgres"
+    for search_type, kwargs in [
+        ("similarity", {"k": 2}),
+        ("similarity_score_threshold", {"k": 2, "score_threshold": 0.1}),
+        ("mmr", {"k": 2}),
+    ]:
+        docs = store.as_retriever(search_type=search_type, search_kwargs=kwargs).invoke(query)
+        assert docs
+        for doc in docs:
+            assert doc.metadata["score"] == doc.metadata["scores"]["final"]
+            assert "vector" in doc.metadata["scores"]
+            assert doc.metadata["topic"] == store.get_by_ids([doc.id])[0].metadata["topic"]
+    with pytest.raises(InvalidQueryError, match="does not take"):
+        store.as_retriever(search_kwargs={"wing": "notes"}).invoke(query)

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from palace_retrievers import Drawer, InvalidQueryError
+from palace_retrievers import Drawer, Hit, InvalidQueryError
 
-from langchain_palace.filters import compile_filter
+from langchain_palace.filters import FETCH_LIMIT, compile_filter, fetch
 
 
 def drawer(**fields: Any) -> Drawer:
@@ -96,3 +96,23 @@ def test_what_the_palace_cannot_honour_is_an_error(spec: dict[str, Any], message
 
 def test_own_user_id_is_accepted() -> None:
     assert compile_filter({"user_id": "u1"}, user_id="u1").where == {"user_id": "u1"}
+
+
+def test_post_filtering_asks_for_a_bounded_number_of_hits(caplog: pytest.LogCaptureFixture) -> None:
+    """A filter that almost nothing passes stops at FETCH_LIMIT hits, with a warning."""
+    asked: list[int] = []
+
+    def run(n: int) -> list[Hit]:  # a palace of 100,000 drawers; only the last passes
+        asked.append(n)
+        return [Hit(drawer=drawer(metadata={"i": i}), score=1.0, scores={}) for i in range(n)]
+
+    kept = fetch(run, 2, lambda d: d.metadata["i"] % 100 == 0)
+    assert asked == [8, 32, 128]  # four times more per round, until 2 pass
+    assert [h.drawer.metadata["i"] for h in kept] == [0, 100]
+    asked.clear()
+    assert fetch(run, 3, lambda d: d.metadata["i"] == 99_999) == []
+    assert asked == [12, 48, 192, 768, FETCH_LIMIT]
+    assert "only 0 of the best 1024 hits pass the filter (3 wanted)" in caplog.text
+    asked.clear()
+    assert len(fetch(run, 2000, lambda d: True)) == 2000
+    assert asked == [2000]  # k itself, when it is over the limit
