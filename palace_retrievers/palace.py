@@ -509,6 +509,7 @@ class Palace(PalaceMemories):
         wing: str = "default",
         room: str = "general",
         user_id: str | None = None,
+        vectors: Sequence[Sequence[float]] | Vectors | None = None,
     ) -> list[str]:
         """File texts as drawers directly (an upsert by id); returns their ids.
 
@@ -519,9 +520,15 @@ class Palace(PalaceMemories):
         An id that already names a drawer of another owner (another ``user_id``, or
         none) is refused, so no caller can overwrite, or take over, another user's drawer.
 
+        ``vectors``, when given, are the texts' vectors made by this palace's own embedder
+        (:attr:`embedder`), which the caller has already computed (a LlamaIndex index that
+        embeds with the palace's model): they are stored (normalised) instead of
+        embedding the texts again. The caller vouches for the model; only their number
+        and length are checked.
+
         Raises:
-            InvalidQueryError: lengths differ, a text is empty, an id repeats, or an id
-                belongs to a drawer of another owner.
+            InvalidQueryError: lengths differ, a text is empty, an id repeats, an id
+                belongs to a drawer of another owner, or ``vectors`` do not fit.
         """
         texts = list(texts)
         metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
@@ -562,12 +569,29 @@ class Palace(PalaceMemories):
                     f"id {existing.id!r} is taken by a drawer of another owner; "
                     "choose another id (a drawer never changes hands)"
                 )
-        vectors = self._embed(texts)
+        if vectors is None:
+            vectors = self._embed(texts)
+        else:
+            vectors = self._given_vectors(vectors, len(texts))
         with self.writing("add_texts"):
             self._claim_model()
             self.ledger.upsert_drawers(drawers, vectors, model=self.embedder.model_name)
             self._file_closets(drawers, [])
         return [d.id for d in drawers]
+
+    def _given_vectors(self, vectors: Sequence[Sequence[float]] | Vectors, count: int) -> Vectors:
+        """``vectors`` as unit rows, checked to be ``count`` of the embedder's dimension."""
+        dimension = self.embedder.dimension
+        try:
+            array = np.asarray(vectors, dtype=np.float32)
+        except ValueError:
+            array = np.zeros((0, 0), dtype=np.float32)
+        if array.shape != (count, dimension) or not np.all(np.isfinite(array)):
+            raise InvalidQueryError(
+                f"vectors must be {count} rows of {dimension} finite numbers (this palace's "
+                f"embedder, {self.embedder.model_name}), not an array of shape {array.shape}"
+            )
+        return unit_rows(array, dimension=dimension, count=count)
 
     def _source(self, name: str) -> Any:
         """A fresh instance of the ``name`` source plugin, with the palace's options."""
@@ -881,6 +905,38 @@ class Palace(PalaceMemories):
         """The drawers with these ids that belong to ``user_id``, in the order asked."""
         owner = user_id or None
         return [d for d in self.ledger.get_drawers(list(ids)) if d.user_id == owner]
+
+    def drawer_ids(
+        self,
+        *,
+        user_id: str | None = None,
+        wing: str | None = None,
+        room: str | None = None,
+        kind: str | None = None,
+        since: datetime | date | str | None = None,
+        until: datetime | date | str | None = None,
+    ) -> list[str]:
+        """The ids of ``user_id``'s drawers (unowned ones when ``None``) that pass these
+        filters, as :meth:`search` applies them; memories are not drawers.
+
+        Raises:
+            InvalidQueryError: a bad filter value.
+        """
+        where = Filter(
+            wing=wing,
+            room=room,
+            user_id=user_id,
+            kind=kind,
+            since=utc(since) if since is not None else None,
+            until=utc(until) if until is not None else None,
+        )
+        return self.ledger.drawer_ids(where)
+
+    def source_drawers(self, source: str, *, wing: str, user_id: str | None = None) -> list[Drawer]:
+        """The drawers of one source (a mined file or conversation) of ``wing`` that
+        belong to ``user_id``, in chunk order: a chunk and its neighbours."""
+        where = Filter(wing=wing, user_id=user_id)
+        return self.ledger.source_drawers(wing=wing, source=source, where=where)
 
     def delete(self, ids: Sequence[str], *, user_id: str | None = None) -> int:
         """Delete the drawers with these ids that belong to ``user_id``; returns how many."""

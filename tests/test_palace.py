@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sample_corpus import SAMPLE_WING
@@ -292,3 +293,44 @@ def test_palace_path_env(
     monkeypatch.setenv("PALACE_PATH", str(tmp_path / "from-env"))
     palace = open_palace(None, backend="sqlite")
     assert palace.path == tmp_path / "from-env"
+
+
+def test_add_texts_with_the_callers_vectors(
+    fake_palace: Palace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vectors the caller made with the palace's embedder are stored, not made again."""
+    texts = ["alice adopted a grey cat", "the database is postgres"]
+    vectors = fake_palace.embedder.embed_documents(texts) * 3.0  # stored normalised
+
+    embedded: list[str] = []
+    embed = fake_palace.embedder.embed_documents
+
+    def recorded(batch: list[str]) -> Any:
+        embedded.extend(batch)
+        return embed(batch)
+
+    monkeypatch.setattr(fake_palace.embedder, "embed_documents", recorded)
+    fake_palace.add_texts(texts, ids=["cat", "db"], vectors=vectors.tolist())
+    assert not set(texts) & set(embedded)  # (the closets built from them are embedded)
+    (hit,) = fake_palace.search_by_vector(vectors[0], k=1)
+    assert (hit.id, round(hit.score, 5)) == ("cat", 1.0)
+    for wrong in (vectors[:1], vectors[:, :3], [[float("nan")] * vectors.shape[1]] * 2):
+        with pytest.raises(InvalidQueryError, match="vectors must be 2 rows"):
+            fake_palace.add_texts(texts, ids=["x", "y"], vectors=wrong)
+    assert fake_palace.get(["x", "y"]) == []
+
+
+def test_drawer_ids_and_source_drawers_keep_to_one_owner(fake_palace: Palace) -> None:
+    chunks = [{"source": "notes/a.md", "chunk_index": i} for i in (1, 0, 2)]
+    fake_palace.add_texts(["second", "first", "third"], chunks, ids=["a1", "a0", "a2"], wing="w")
+    fake_palace.add_texts(["u1's first"], chunks[1:2], ids=["u"], wing="w", user_id="u1")
+    fake_palace.add_texts(["elsewhere"], ids=["e"], wing="other", room="r")
+    assert sorted(fake_palace.drawer_ids()) == ["a0", "a1", "a2", "e"]
+    assert sorted(fake_palace.drawer_ids(wing="w")) == ["a0", "a1", "a2"]
+    assert fake_palace.drawer_ids(wing="other", room="r") == ["e"]
+    assert fake_palace.drawer_ids(user_id="u1") == ["u"]
+    assert fake_palace.drawer_ids(user_id="u2") == []
+    in_order = fake_palace.source_drawers("notes/a.md", wing="w")
+    assert [d.id for d in in_order] == ["a0", "a1", "a2"]
+    assert [d.id for d in fake_palace.source_drawers("notes/a.md", wing="w", user_id="u1")] == ["u"]
+    assert fake_palace.source_drawers("notes/a.md", wing="other") == []
