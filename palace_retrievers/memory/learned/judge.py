@@ -11,7 +11,11 @@ For each pair:
    all-MiniLM-L6-v2 and asked only in a palace that embeds with it;
 3. :func:`.pair_model.combine` weighs them in: a structural *new* becomes their update
    at ``threshold`` or their duplicate at ``duplicate_threshold``; a structural *update*
-   they call something else at ``veto`` becomes the likelier of the two.
+   they call something else at ``veto`` becomes the likelier of the two;
+4. with ``listwise``, the **list-wise model** (:mod:`.listwise`) reads each candidate
+   against the new memory's other candidates (the pairs of one call that share a new
+   text) and its probabilities and most likely label replace the steps above: only the
+   old memory the new text is most about is likely its duplicate or update.
 
 The opinion's verdict is that combined call; its probabilities are the averaged judges'
 (so the palace's policy can tell a sure update from an unsure one), or all on the
@@ -21,7 +25,8 @@ Options (``[memory_judges.learned]``): ``structural``, ``pair_model`` and
 ``pair_reader`` (ask each, default true; without the structural matcher the cosine
 thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_threshold``
 (0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85),
-``pair_model_file`` and ``pair_reader_file`` (weights of your own; "" for the shipped).
+``listwise`` (default false), ``pair_model_file``, ``pair_reader_file`` and
+``listwise_file`` (weights of your own; "" for the shipped).
 """
 
 from __future__ import annotations
@@ -34,7 +39,13 @@ from typing import Any
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.memory.judges import LABELS, JudgeContext, MemoryJudge, Opinion, Pair
-from palace_retrievers.memory.learned import pair_estimators, pair_model, pair_reader, structural
+from palace_retrievers.memory.learned import (
+    listwise,
+    pair_estimators,
+    pair_model,
+    pair_reader,
+    structural,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "structural": True,
     "pair_model": True,
     "pair_reader": True,
+    "listwise": False,
     "threshold": 0.6,
     "duplicate_threshold": 0.6,
     "veto": 0.7,
@@ -49,9 +61,11 @@ DEFAULTS: dict[str, Any] = {
     "supersede_similarity": 0.85,
     "pair_model_file": "",
     "pair_reader_file": "",
+    "listwise_file": "",
 }
 #: Options naming files: the learned judges' weights ("" for the shipped ones).
-FILES = ("pair_model_file", "pair_reader_file")
+FILES = ("pair_model_file", "pair_reader_file", "listwise_file")
+SWITCHES = ("structural", "pair_model", "pair_reader", "listwise")
 
 
 class LearnedJudge(MemoryJudge):
@@ -60,7 +74,7 @@ class LearnedJudge(MemoryJudge):
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         options = {**DEFAULTS, **(options or {})}
         options_check("memory judge", "learned", options, set(DEFAULTS))
-        for name in ("structural", "pair_model", "pair_reader"):
+        for name in SWITCHES:
             if not isinstance(options[name], bool):
                 raise ConfigError(f"memory judge 'learned': {name} must be true or false")
         for name in FILES:
@@ -77,6 +91,7 @@ class LearnedJudge(MemoryJudge):
         self.options = options
         self._model_file = Path(options["pair_model_file"] or pair_estimators.MODEL_FILE)
         self._reader_file = Path(options["pair_reader_file"] or pair_reader.READER_FILE)
+        self._listwise_file = Path(options["listwise_file"] or listwise.LISTWISE_FILE)
         self._warned = False
 
     def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
@@ -84,6 +99,8 @@ class LearnedJudge(MemoryJudge):
         learned = self._learned(pairs, context)
         if learned is None:
             return [Opinion.certain(v, f"structural: {why}") for v, why in verdicts]
+        if self.options["listwise"]:
+            return self._listwise(pairs, verdicts, learned)
         out = []
         for (verdict, why), probabilities in zip(verdicts, learned, strict=True):
             combined = pair_model.combine(
@@ -98,6 +115,38 @@ class LearnedJudge(MemoryJudge):
                 Opinion(combined, probabilities, (f"structural: {why}", f"learned: {shown}"))
             )
         return out
+
+    def _listwise(
+        self,
+        pairs: Sequence[Pair],
+        verdicts: Sequence[tuple[str, str]],
+        learned: Sequence[dict[str, float]],
+    ) -> list[Opinion]:
+        """The list-wise model's opinions, each pair read among the pairs of its new text."""
+        model = listwise.model(self._listwise_file)
+        groups: dict[str, list[int]] = {}
+        for k, pair in enumerate(pairs):
+            groups.setdefault(pair.new, []).append(k)
+        out: list[Opinion | None] = [None] * len(pairs)
+        for new, members in groups.items():
+            rows = listwise.features(
+                [pairs[k].old for k in members],
+                new,
+                [pairs[k].similarity for k in members],
+                [learned[k] for k in members],
+                [verdicts[k][0] for k in members],
+            )
+            for k, p in zip(members, model.probabilities(rows), strict=True):
+                verdict = max(LABELS, key=p.__getitem__)
+                shown = ", ".join(f"{label} {p[label]:.2f}" for label in LABELS)
+                pair_shown = ", ".join(f"{label} {learned[k][label]:.2f}" for label in LABELS)
+                reasons = (
+                    f"structural: {verdicts[k][1]}",
+                    f"learned: {pair_shown}",
+                    f"list-wise ({len(members)} candidates): {shown}",
+                )
+                out[k] = Opinion(verdict, p, reasons)
+        return [o for o in out if o is not None]
 
     def _structural(self, pair: Pair) -> tuple[str, str]:
         """The structural matcher's verdict and reason (the cosine thresholds' when it is

@@ -1,0 +1,160 @@
+"""The list-wise reading: each candidate judged against the new memory's other candidates.
+
+The pair judges read one (old, new) pair at a time. A new text that states a change ("the
+stand-up is at 10:30 now") then reads as an update of many of a user's memories at once,
+since each pair alone only asks *does this sound like a new value?*. But a new value
+changes one old value, and that old memory is the one the new text is most *about*: the
+nearest by meaning, or the one sharing its rarest words, among all the user's memories
+the gate brought in.
+
+So the list-wise model reads, for each candidate, the pair judges' probabilities *and*
+where the candidate stands among the others: its cosine, its lexical overlap with the new
+text (:func:`overlap`: words, and for Chinese, Japanese or Korean runs their characters
+and character pairs, so it needs no word list and reads Chinese whatever the embedder),
+how far each leads the best other candidate, and their ranks. Its output replaces the
+pair judges' probabilities: the chance that *this* old memory is the one the new text
+repeats or updates. Its numbers (a random forest and a logistic regression, averaged, in
+the form :mod:`.pair_estimators` reads) are trained by ``benchmarks/train_listwise.py`` on
+the candidate lists ``benchmarks/judge_rows.py`` gathers end to end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.errors import ConfigError
+from palace_retrievers.memory.judges import LABELS
+from palace_retrievers.memory.learned.pair_estimators import Forest, Linear
+
+LISTWISE_FILE = Path(__file__).resolve().parent / "data" / "listwise.json"
+FEATURES = (
+    "update",
+    "duplicate",
+    "structural_update",
+    "structural_duplicate",
+    "cosine",
+    "cosine_lead",
+    "cosine_rank",
+    "overlap",
+    "overlap_lead",
+    "overlap_rank",
+    "update_lead",
+    "candidates",
+    "cjk",
+)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def grams(text: str) -> frozenset[str]:
+    """What :func:`overlap` compares: the words of ``text`` (NFKC, case-folded), with each
+    run of CJK characters read as its characters and its character pairs."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    out: set[str] = set()
+    for run in _CJK.findall(text):
+        out.update(run)
+        out.update(run[i : i + 2] for i in range(len(run) - 1))
+    out.update(_WORD.findall(_CJK.sub(" ", text)))
+    return frozenset(out)
+
+
+def overlap(a: str, b: str) -> float:
+    """The Dice coefficient of the two texts' :func:`grams`."""
+    ga, gb = grams(a), grams(b)
+    if not ga or not gb:
+        return 0.0
+    return 2 * len(ga & gb) / (len(ga) + len(gb))
+
+
+def cjk_share(text: str) -> float:
+    """The share of ``text``'s characters (spaces aside) in CJK runs."""
+    letters = len("".join(text.split()))
+    return sum(map(len, _CJK.findall(text))) / letters if letters else 0.0
+
+
+def features(
+    olds: Sequence[str],
+    new: str,
+    cosines: Sequence[float],
+    probabilities: Sequence[dict[str, float]],
+    structural: Sequence[str],
+) -> npt.NDArray[np.float64]:
+    """One row of :data:`FEATURES` per candidate (``olds``, with their cosine to ``new``,
+    the pair judges' ``probabilities`` and the structural matcher's verdicts)."""
+    n = len(olds)
+    cos = np.asarray(cosines, dtype=np.float64)
+    lap = np.asarray([overlap(old, new) for old in olds], dtype=np.float64)
+    upd = np.asarray([p["update"] for p in probabilities], dtype=np.float64)
+    dup = np.asarray([p["duplicate"] for p in probabilities], dtype=np.float64)
+    rows = np.zeros((n, len(FEATURES)))
+    rows[:, 0], rows[:, 1] = upd, dup
+    rows[:, 2] = [s == "update" for s in structural]
+    rows[:, 3] = [s == "duplicate" for s in structural]
+    rows[:, 4], rows[:, 5], rows[:, 6] = cos, _lead(cos), _rank(cos)
+    rows[:, 7], rows[:, 8], rows[:, 9] = lap, _lead(lap), _rank(lap)
+    rows[:, 10] = _lead(upd)
+    rows[:, 11] = 1.0 / n if n else 0.0
+    rows[:, 12] = cjk_share(new)
+    return rows
+
+
+def _lead(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Each value minus the largest of the others (minus 0 when it is alone)."""
+    if len(values) < 2:
+        return values.copy()
+    order = np.argsort(-values, kind="stable")
+    first, second = values[order[0]], values[order[1]]
+    best_other = np.where(np.arange(len(values)) == order[0], second, first)
+    out: npt.NDArray[np.float64] = values - best_other
+    return out
+
+
+def _rank(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """1 for the largest value, 1/2 for the second, ... (ties share the better rank)."""
+    ranks = np.asarray([(values > v).sum() for v in values], dtype=np.float64)
+    out: npt.NDArray[np.float64] = 1.0 / (1.0 + ranks)
+    return out
+
+
+class Listwise:
+    """The trained list-wise model: a forest and a logistic regression, averaged."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        try:
+            self.labels = tuple(str(label) for label in spec["labels"])
+            names = tuple(str(name) for name in spec["features"])
+            self.trained_on = tuple(str(name) for name in spec.get("trained_on", ()))
+            self.embedder = str(spec["embedder"])
+            self._forest = Forest(spec["forest"]["trees"])
+            self._linear = Linear(spec["linear"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ConfigError(f"not a list-wise model: {exc}") from exc
+        if names != FEATURES or set(self.labels) != set(LABELS):
+            raise ConfigError("the list-wise model was trained on other features or labels")
+
+    def probabilities(self, rows: npt.NDArray[np.float64]) -> list[dict[str, float]]:
+        """Each candidate's probability of each label."""
+        out = []
+        for row in rows:
+            p = (self._forest.probabilities(row) + self._linear.probabilities(row)) / 2
+            out.append({label: float(x) for label, x in zip(self.labels, p, strict=True)})
+        return out
+
+
+@cache
+def model(path: Path = LISTWISE_FILE) -> Listwise:
+    """The list-wise model in ``path`` (read once)."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the list-wise model {path}: {exc}") from exc
+    return Listwise(spec)
