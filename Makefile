@@ -1,35 +1,47 @@
 # Two commands on a fresh machine with Python 3.11: `make demo` and `make test`.
-# Both create .venv and install everything into it; nothing relies on packages
-# installed by hand.
+# Both create .venv; nothing relies on packages installed by hand. `make demo` (and
+# `make install`) installs what a user installs: the engine with the LangChain and
+# LlamaIndex integrations. `make test` adds the test tools, the linters, the backend
+# clients and palace-markitdown (`make install-dev`).
 #
 # torch is installed first, pinned to a CPU build (TORCH_SPEC): a bare `torch`
 # requirement, pulled in by sentence-transformers, would fetch a multi-GB CUDA build.
-# Elsewhere, point TORCH_PIP_ARGS at PyTorch's CPU wheel index (see README).
+# Elsewhere, point TORCH_PIP_ARGS at PyTorch's CPU wheel index:
+#   make demo TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install test test-slow lint demo clean
+.PHONY: install install-dev test test-slow lint demo clean
 
 # The integrations install from their own folders, as their users install them, in the
 # same pip call as the engine so that their dependency on palace-retrievers is this tree.
-INTEGRATIONS := integrations/langchain-palace integrations/llama-index-palace \
-	integrations/palace-markitdown
+USER_INTEGRATIONS := integrations/langchain-palace integrations/llama-index-palace
+INTEGRATIONS := $(USER_INTEGRATIONS) integrations/palace-markitdown
+PYPROJECTS := pyproject.toml Makefile $(INTEGRATIONS:%=%/pyproject.toml)
 
-$(STAMP): pyproject.toml Makefile $(INTEGRATIONS:%=%/pyproject.toml)
+$(VENV)/.torch: Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev,qdrant,pgvector]" $(INTEGRATIONS:%=-e "%[test]")
-	touch $(STAMP)
+	touch $@
 
-install: $(STAMP)
+$(VENV)/.installed: $(VENV)/.torch $(PYPROJECTS)
+	$(PIP) install --quiet -e . $(USER_INTEGRATIONS:%=-e %)
+	touch $@
 
-lint: install
+$(VENV)/.installed-dev: $(VENV)/.torch $(PYPROJECTS)
+	$(PIP) install --quiet -e ".[dev]" $(INTEGRATIONS:%=-e "%[test]")
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -44,7 +56,7 @@ test: lint
 
 # What takes minutes, left out of `make test`: the tests marked `long` (a mine killed at 20
 # random points...), then the property and fuzz tests again with 5 times their examples.
-test-slow: install
+test-slow: install-dev
 	$(BIN)/python -m pytest -q -m long
 	HYPOTHESIS_EXAMPLES_FACTOR=5 $(BIN)/python -m pytest -q tests/test_properties.py tests/test_fuzz_sources.py
 

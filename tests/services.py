@@ -43,7 +43,7 @@ def service_absent(what: str) -> None:
     """Skip the test because ``what`` is not installed, or fail it in CI."""
     message = f"{what} is not installed"
     if in_ci():
-        pytest.fail(f"{message}, and CI must run every backend test (`make install`)")
+        pytest.fail(f"{message}, and CI must run every backend test (`make install-dev`)")
     pytest.skip(message)
 
 
