@@ -307,3 +307,34 @@ def test_every_error_the_guide_names_can_be_caught_from_the_package() -> None:
         error = getattr(palace_retrievers, name, None)
         assert isinstance(error, type), name
         assert issubclass(error, palace_retrievers.PalaceError), name
+
+
+def test_the_mcp_tools_the_guide_lists_are_the_servers(fake_palace: Palace) -> None:
+    import anyio
+
+    from palace_retrievers.mcp_server import build_server
+
+    text = " ".join(read(DOCS / "guide.md").split())
+    listed = re.search(r"Tools: (.*?)\. A server is bound to one user", text)
+    assert listed is not None
+    names = set(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", listed[1])))
+    tools = anyio.run(build_server(fake_palace, user_id="u1").list_tools)
+    assert names == {tool.name for tool in tools}
+
+
+def test_the_guides_command_overview_lists_every_command() -> None:
+    block = re.search(r"## CLI and MCP\n\n```sh\n(.*?)```", read(DOCS / "guide.md"), flags=re.S)
+    assert block is not None
+    listed: set[tuple[str, ...]] = set()
+    for line in block[1].splitlines():
+        for part in line.removeprefix("palace ").split(" | "):
+            name, *rest = part.split()
+            listed.add((name,))
+            if rest and "/" in rest[0]:
+                listed.update((name, sub) for sub in rest[0].split("/"))
+    real = {(name,) for name in cli.commands}
+    for name, command in cli.commands.items():
+        if isinstance(command, click.Group):
+            real.update((name, sub) for sub in command.commands)
+    assert {path for path in listed if len(path) == 1} == {p for p in real if len(p) == 1}
+    assert listed <= real, listed - real
