@@ -338,3 +338,14 @@ def test_the_guides_command_overview_lists_every_command() -> None:
             real.update((name, sub) for sub in command.commands)
     assert {path for path in listed if len(path) == 1} == {p for p in real if len(p) == 1}
     assert listed <= real, listed - real
+
+
+def test_the_retriever_takes_what_the_readme_says() -> None:
+    from langchain_palace import PalaceRetriever
+
+    readme = " ".join(read(ROOT / "README.md").split())
+    said = re.search(r"`PalaceRetriever` takes (.*?), as fields", readme)
+    assert said is not None
+    names = set(re.findall(r"`(\w+)`", said[1]))
+    assert len(names) == 7
+    assert names <= set(PalaceRetriever.model_fields)
