@@ -349,3 +349,15 @@ def test_the_retriever_takes_what_the_readme_says() -> None:
     names = set(re.findall(r"`(\w+)`", said[1]))
     assert len(names) == 7
     assert names <= set(PalaceRetriever.model_fields)
+
+
+def test_the_guides_plugin_table_has_every_hook_and_only_real_suites() -> None:
+    import palace_plugins.testing
+    from palace_plugins import hookspecs
+
+    text = read(DOCS / "guide.md")
+    hooks = {n for n, _ in inspect.getmembers(hookspecs, inspect.isfunction) if n[:7] == "palace_"}
+    assert set(re.findall(r"^\| `(palace_\w+)\(register\)`", text, flags=re.M)) == hooks
+    plugins = text.split("## Plugins", 1)[1]
+    for suite in set(re.findall(r"`(\w+Tests)`", plugins)):
+        assert suite in palace_plugins.testing.__all__, suite
