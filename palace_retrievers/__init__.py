@@ -9,18 +9,26 @@
 
 from palace_retrievers.config import Config
 from palace_retrievers.errors import (
+    BadRecordError,
     ConfigError,
     EmbedderMismatchError,
     IndexUnavailableError,
     InvalidQueryError,
+    LedgerUnavailableError,
+    MemoryConflictError,
     MemoryNotFoundError,
+    OnnxUnsupportedError,
+    PageError,
     PalaceBusyError,
     PalaceError,
     PalaceNotFoundError,
+    PalaceReadOnlyError,
     PluginError,
     PluginNotFoundError,
     SchemaError,
     SourceError,
+    StorageFullError,
+    UnsafeBindError,
 )
 from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.mining import MineReport
@@ -31,6 +39,7 @@ from palace_retrievers.syncing import SyncReport
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadRecordError",
     "Config",
     "ConfigError",
     "Drawer",
@@ -41,20 +50,27 @@ __all__ = [
     "Hit",
     "IndexUnavailableError",
     "InvalidQueryError",
+    "LedgerUnavailableError",
     "Memory",
+    "MemoryConflictError",
     "MemoryEvent",
     "MemoryNotFoundError",
     "MineReport",
+    "OnnxUnsupportedError",
+    "PageError",
     "Palace",
     "PalaceBusyError",
     "PalaceError",
     "PalaceNotFoundError",
+    "PalaceReadOnlyError",
     "PalaceStats",
     "PluginError",
     "PluginNotFoundError",
     "Remembered",
     "SchemaError",
     "SourceError",
+    "StorageFullError",
     "SyncReport",
+    "UnsafeBindError",
     "__version__",
 ]

@@ -43,6 +43,11 @@ class InvalidQueryError(PalaceError):
     """A search was asked with an empty query, ``k <= 0`` or an unknown filter."""
 
 
+class BadRecordError(InvalidQueryError):
+    """A record that :func:`palace_retrievers.transfer.import_jsonl` skips; the message
+    says why."""
+
+
 class IndexUnavailableError(PalaceError):
     """The vector index cannot answer; ``palace reindex`` rebuilds it from the ledger."""
 
@@ -69,3 +74,26 @@ class StorageFullError(PalaceError):
 class PalaceReadOnlyError(PalaceError):
     """The palace's folder or ledger cannot be written (read-only files, folder or mount):
     reading works, writing does not."""
+
+
+class LedgerUnavailableError(PalaceError):
+    """The PostgreSQL server of the ledger cannot be reached (or refused the connection)."""
+
+
+class UnsafeBindError(PalaceError):
+    """The memory page was asked to listen beyond loopback without an access token."""
+
+
+class PageError(PalaceError):
+    """A request the memory page answers with an error page (bad input, a stale form):
+    ``status`` is the HTTP status, ``message`` what the page says."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class OnnxUnsupportedError(PalaceError):
+    """The embedding model cannot be run through ONNX Runtime here (the reason is the
+    message); the embedder falls back to PyTorch."""

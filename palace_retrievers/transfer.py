@@ -58,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.embedder import unit_rows
-from palace_retrievers.errors import InvalidQueryError
+from palace_retrievers.errors import BadRecordError, InvalidQueryError
 from palace_retrievers.kg import Triple, entity_key, predicate_name
 from palace_retrievers.memory.checks import MAX_MEMORY_CHARS
 from palace_retrievers.memory.records import (
@@ -278,10 +278,6 @@ def _write_history(events: Sequence[Mapping[str, Any]], out: Writer) -> None:
 
 
 # -- checking records -----------------------------------------------------------------
-
-
-class BadRecordError(InvalidQueryError):
-    """A record that :func:`import_jsonl` skips; the message says why."""
 
 
 _MISSING: Any = object()

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from palace_retrievers.embedder import Vectors
+from palace_retrievers.errors import OnnxUnsupportedError
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,9 @@ _sessions: dict[tuple[Path, int], Any] = {}
 _sessions_lock = threading.Lock()
 
 
-class UnsupportedError(Exception):
-    """The model cannot be run through ONNX Runtime here (the reason is the message)."""
+#: The error of a model this module cannot run (its old name; see
+#: :class:`~palace_retrievers.errors.OnnxUnsupportedError`).
+UnsupportedError = OnnxUnsupportedError
 
 
 def cache_dir() -> Path:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import (
     ConfigError,
-    PalaceError,
+    LedgerUnavailableError,
     PalaceNotFoundError,
     SchemaError,
 )
@@ -68,10 +68,6 @@ LOCK_CLASS = 0x7A1A
 #: Longest schema name: PostgreSQL names are at most 63 bytes.
 MAX_SCHEMA = 63
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-
-class LedgerUnavailableError(PalaceError):
-    """The PostgreSQL server of the ledger cannot be reached (or refused the connection)."""
 
 
 def default_schema(palace_dir: Path) -> str:

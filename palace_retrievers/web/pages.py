@@ -28,6 +28,7 @@ from palace_retrievers.errors import (
     ConfigError,
     InvalidQueryError,
     MemoryNotFoundError,
+    PageError,
     PalaceBusyError,
     PalaceError,
 )
@@ -54,15 +55,6 @@ NOTICES = {
     "restored": "Restored from the archive.",
     "remembered": "Remembered.",
 }
-
-
-class PageError(Exception):
-    """A request the page answers with an error page (bad input, a stale form)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class Pages:

@@ -20,7 +20,7 @@ from pathlib import Path
 import uvicorn
 from starlette.types import ASGIApp
 
-from palace_retrievers.errors import PalaceError
+from palace_retrievers.errors import UnsafeBindError
 from palace_retrievers.palace import Palace
 from palace_retrievers.web.app import create_app
 from palace_retrievers.web.pages import bound_user
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-
-class UnsafeBindError(PalaceError):
-    """The memory page was asked to listen beyond loopback without an access token."""
 
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "UnsafeBindError", "check_host", "is_loopback"]
