@@ -361,3 +361,28 @@ def test_the_guides_plugin_table_has_every_hook_and_only_real_suites() -> None:
     plugins = text.split("## Plugins", 1)[1]
     for suite in set(re.findall(r"`(\w+Tests)`", plugins)):
         assert suite in palace_plugins.testing.__all__, suite
+
+
+def test_the_guides_layout_names_files_that_exist() -> None:
+    block = re.search(r"## Layout\n\n```\n(.*?)```", read(DOCS / "guide.md"), flags=re.S)
+    assert block is not None
+    package = ROOT
+    named = 0
+    for line in block[1].splitlines():
+        if not line.startswith(" "):
+            top = line.split()[0]
+            assert (ROOT / top).exists(), top
+            package = ROOT / top
+            continue
+        words = line.strip().split("(")[0].split("  ")[0].split()
+        for word in words:
+            if word.endswith((".py", "/")):
+                assert (package / word).exists(), f"{package.name}/{word}"
+                named += 1
+    assert named > 20
+    listed = set(block[1].split())
+    for path in (ROOT / "palace_retrievers").iterdir():
+        if path.name.startswith("_") or path.name == "py.typed":
+            continue
+        name = path.name + "/" if path.is_dir() else path.name
+        assert name in listed, f"docs/guide.md's layout leaves out palace_retrievers/{name}"
