@@ -139,3 +139,39 @@ async def test_aretrieve_does_not_block_the_event_loop(
     assert threads
     assert threads[0] != threading.get_ident()  # searched in a worker thread
     assert ticks >= 10  # the loop kept running while the search slept
+
+
+def test_a_scoped_retriever_returns_only_its_scope(palace: Palace) -> None:
+    """Memories filed in no wing are recalled by the palace for every wing; a retriever
+    with a wing or room keeps them out unless asked."""
+    palace.add_texts(["cats of the office"], ids=["office"], wing="work", user_id="u1")
+    palace.add_texts(["cats in ops"], ids=["ops"], wing="work", room="ops", user_id="u1")
+    anywhere = palace.remember("my cats are called Miso and Tofu", user_id="u1").memory
+    at_work = palace.remember("cats visit work on Fridays", user_id="u1", wing="work").memory
+
+    def found(**kwargs: Any) -> set[str]:
+        retriever = PalaceRetriever(palace, similarity_top_k=10, user_id="u1", **kwargs)
+        return set(ids(retriever.retrieve("cats")))
+
+    assert found() == {"u1", "office", "ops", anywhere.id, at_work.id}  # u1: wing "me"
+    assert found(wing="work") == {"office", "ops", at_work.id}
+    assert found(wing="work", room="ops") == {"ops"}
+    assert found(wing="work", memories="all") == {"office", "ops", anywhere.id, at_work.id}
+    assert found(memories="none") == {"u1", "office", "ops"}
+    in_work = MetadataFilters(filters=[MetadataFilter(key="wing", value="work")])
+    assert found(filters=in_work) == {"office", "ops", at_work.id}
+    with pytest.raises(ValueError, match="memories must be one of"):
+        PalaceRetriever(palace, memories="some")  # type: ignore[arg-type]
+
+
+def test_chunks_of_a_source_come_with_their_neighbours(palace: Palace) -> None:
+    chunks = [{"source": "chat-42", "chunk_index": i} for i in range(3)]
+    texts = ["we talked about cats", "then about the database", "then about lunch"]
+    palace.add_texts(texts, chunks, ids=["c0", "c1", "c2"], wing="chats")
+    (hit,) = PalaceRetriever(palace, similarity_top_k=1).retrieve("the database")
+    assert hit.node.node_id == "c1"
+    assert hit.node.ref_doc_id == "chat-42"
+    assert hit.node.prev_node is not None
+    assert hit.node.prev_node.node_id == "c0"
+    assert hit.node.next_node is not None
+    assert hit.node.next_node.node_id == "c2"

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import pytest
+from llama_index.core import Document, MockEmbedding, StorageContext, VectorStoreIndex
 from llama_index.core.schema import (
     BaseNode,
     MetadataMode,
     NodeRelationship,
+    ObjectType,
     RelatedNodeInfo,
     TextNode,
 )
@@ -20,9 +26,10 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from palace_retrievers import InvalidQueryError, Palace
+from palace_retrievers import Drawer, Hit, InvalidQueryError, Palace
 
 from llama_index.vector_stores.palace import PalaceEmbedding, PalaceVectorStore
+from llama_index.vector_stores.palace.filters import FETCH_LIMIT, fetch
 
 
 def test_class() -> None:
@@ -167,8 +174,8 @@ def test_what_the_palace_cannot_honour_is_an_error(
 
 
 def test_unsupported_modes_and_empty_queries_are_errors(store: PalaceVectorStore) -> None:
-    with pytest.raises(InvalidQueryError, match="'mmr'"):
-        store.query(query("cat", mode=VectorStoreQueryMode.MMR))
+    with pytest.raises(ValueError, match="'sparse'"):
+        store.query(query("cat", mode=VectorStoreQueryMode.SPARSE))
     with pytest.raises(InvalidQueryError, match="query_str or a query_embedding"):
         store.query(VectorStoreQuery(similarity_top_k=1))
 
@@ -222,7 +229,7 @@ def test_users_never_cross(palace: Palace) -> None:
     u2.delete("d1")
     u2.clear()
     assert ids(u1.get_nodes()) == ["s1"]
-    with pytest.raises(InvalidQueryError, match="belongs to another user"):
+    with pytest.raises(InvalidQueryError, match="another owner"):
         u2.add([node("s1", "u2 overwrites", "d2")])
     with pytest.raises(InvalidQueryError, match="user_id='u2'"):
         u1.add([node("x", "sneaky", "d", user_id="u2")])
@@ -256,3 +263,133 @@ async def test_async_methods(store: PalaceVectorStore) -> None:
     assert {n.node_id for n in await store.aget_nodes()} == {"pg", "pg2", "redis"}
     await store.aclear()
     assert await store.aget_nodes() == []
+
+
+def test_a_store_returns_only_what_it_holds(palace: Palace) -> None:
+    """The palace recalls a user's memories with every search; a store holds nodes."""
+    notes = PalaceVectorStore(palace, wing="notes", user_id="u1")
+    notes.add([node("n", "a note about cats", "doc-n")])
+    chats = PalaceVectorStore(palace, wing="chats", user_id="u1")
+    chats.add([node("c", "a chat about cats", "doc-c")])
+    palace.remember("my cats are called Miso and Tofu", user_id="u1")
+    palace.remember("the notes wing has cats in it", user_id="u1", wing="notes")
+    everything = PalaceVectorStore(palace, user_id="u1")
+    assert ids(notes.query(query("cats"))) == ["n"]
+    assert ids(chats.query(query("cats"))) == ["c"]
+    assert set(ids(everything.query(query("cats")))) == {"n", "c"}
+    for store in (notes, chats, everything):
+        for mode in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.MMR):
+            found = ids(store.query(query("cats", mode=mode)))
+            assert found
+            assert ids(store.get_nodes(node_ids=found)) == found  # each can be fetched
+    everything.delete_nodes(node_ids=ids(everything.query(query("cats"))))
+    assert ids(everything.query(query("cats"))) == []
+    assert len(palace.memories(user_id="u1")) == 2  # the memories are not the store's
+
+
+def test_mmr_picks_relevant_and_diverse_nodes(store: PalaceVectorStore) -> None:
+    text = "the database is postgres"
+    relevant = ids(store.query(query(text, k=2)))
+    assert relevant == ["pg2", "pg"]
+    by_relevance = store.query(query(text, k=2, mode=VectorStoreQueryMode.MMR), mmr_threshold=1.0)
+    assert ids(by_relevance) == relevant
+    diverse = store.query(query(text, k=2, mode=VectorStoreQueryMode.MMR), mmr_threshold=0.1)
+    assert ids(diverse)[0] == "pg2"
+    assert ids(diverse)[1] != "pg"
+    assert diverse.nodes is not None
+    assert len(diverse.similarities or []) == 2
+    narrow = store.query(
+        query(text, k=2, mode=VectorStoreQueryMode.MMR, filters=filters(f("topic", "db"))),
+        mmr_threshold=0.1,
+    )
+    assert set(ids(narrow)) == {"pg", "pg2"}
+    few = store.query(query(text, k=1, mode=VectorStoreQueryMode.MMR), mmr_prefetch_k=1)
+    assert ids(few) == ["pg2"]
+
+
+def test_mined_chunks_know_their_source_and_neighbours(palace: Palace, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    paragraphs = [f"Paragraph {i}: " + " ".join(["word"] * 150) for i in range(4)]
+    (folder / "long.md").write_text("\n\n".join(paragraphs), encoding="utf-8")
+    (folder / "short.md").write_text("A short note about cats.", encoding="utf-8")
+    palace.mine(folder, wing="notes", progress=False)
+    store = PalaceVectorStore(palace, wing="notes")
+    long_md, short_md = str(folder / "long.md"), str(folder / "short.md")
+    chunks = {n.node_id: n for n in store.get_nodes() if n.ref_doc_id == long_md}
+    assert len(chunks) >= 3
+    (first,) = [n for n in chunks.values() if n.prev_node is None]
+    chain = [first]
+    while chain[-1].next_node is not None:
+        after = chunks[chain[-1].next_node.node_id]
+        assert after.prev_node is not None
+        assert after.prev_node.node_id == chain[-1].node_id
+        chain.append(after)
+    assert len(chain) == len(chunks)  # one chain through every chunk, in order
+    assert chain[0].get_content().startswith("Paragraph 0")
+    assert chain[0].source_node is not None
+    assert chain[0].source_node.node_type == ObjectType.DOCUMENT
+    (short,) = store.query(query("a short note about cats", k=1)).nodes or []
+    assert short.ref_doc_id == short_md
+    assert short.prev_node is None
+    assert short.next_node is None
+    hit = store.query(query(paragraphs[1], k=1)).nodes or []
+    assert hit[0].ref_doc_id == long_md
+    assert hit[0].prev_node is not None or hit[0].next_node is not None
+    store.delete(long_md)  # the document's nodes go, as with any ref_doc_id
+    assert {n.ref_doc_id for n in store.get_nodes()} == {short_md}
+    palace.add_texts(["filed as plain text"], ids=["plain"], wing="notes")
+    (plain,) = store.get_nodes(node_ids=["plain"])
+    assert plain.source_node is None  # a text of its own, from no document
+
+
+def test_the_index_embeds_each_node_once(palace: Palace, monkeypatch: pytest.MonkeyPatch) -> None:
+    embedded: list[str] = []
+    embed = palace.embedder.embed_documents
+
+    def recorded(texts: Sequence[str]) -> Any:
+        embedded.extend(texts)
+        return embed(texts)
+
+    monkeypatch.setattr(palace.embedder, "embed_documents", recorded)
+    store = PalaceVectorStore(palace, wing="docs")
+    documents = [Document(text="alice adopted a grey cat", id_="cat", metadata={"n": 1})]
+    VectorStoreIndex.from_documents(
+        documents,
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=store.embed_model,
+    )
+    drawer_texts = [t for t in embedded if "|" not in t]  # not the closets' pointer lines
+    assert drawer_texts == ["n: 1\n\nalice adopted a grey cat"]  # LlamaIndex's, once
+    (stored,) = store.get_nodes()
+    vector = store.embed_model.get_text_embedding(stored.get_content(MetadataMode.EMBED))
+    ((cat, similarity),) = [(h.id, h.score) for h in palace.search_by_vector(vector, k=1)]
+    assert (cat, similarity) == (stored.node_id, pytest.approx(1.0, abs=1e-5))
+    embedded.clear()
+    elsewhere = PalaceVectorStore(palace, wing="mock")
+    VectorStoreIndex.from_documents(  # another model's vectors are never filed as they are
+        [Document(text="bob adopted a dog", id_="dog")],
+        storage_context=StorageContext.from_defaults(vector_store=elsewhere),
+        embed_model=MockEmbedding(embed_dim=64),
+    )
+    assert [t for t in embedded if "|" not in t] == ["bob adopted a dog"]  # by the palace
+
+
+def test_post_filtering_asks_for_a_bounded_number_of_hits(caplog: pytest.LogCaptureFixture) -> None:
+    """A filter that almost nothing passes stops at FETCH_LIMIT hits, with a warning."""
+    asked: list[int] = []
+
+    def run(n: int) -> list[Hit]:  # a palace of 100,000 drawers; only the last passes
+        asked.append(n)
+        return [
+            Hit(
+                drawer=Drawer(id=str(i), text="t", wing="w", room="r", source="s"),
+                score=1.0,
+                scores={},
+            )
+            for i in range(min(n, 100_000))
+        ]
+
+    assert fetch(run, 3, lambda d: d.id == "99999") == []
+    assert asked == [12, 48, 192, 768, FETCH_LIMIT]
+    assert "only 0 of the best 1024 hits pass the filters (3 wanted)" in caplog.text

@@ -104,7 +104,8 @@ def test_post_filtering_asks_for_a_bounded_number_of_hits(caplog: pytest.LogCapt
 
     def run(n: int) -> list[Hit]:  # a palace of 100,000 drawers; only the last passes
         asked.append(n)
-        return [Hit(drawer=drawer(metadata={"i": i}), score=1.0, scores={}) for i in range(n)]
+        drawers = [drawer(metadata={"i": i}) for i in range(min(n, 100_000))]
+        return [Hit(drawer=d, score=1.0, scores={}) for d in drawers]
 
     kept = fetch(run, 2, lambda d: d.metadata["i"] % 100 == 0)
     assert asked == [8, 32, 128]  # four times more per round, until 2 pass

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -19,12 +20,16 @@ from llama_index.core.vector_stores.types import (
 from palace_retrievers import Drawer, Filter, Hit, InvalidQueryError, Palace
 from pydantic import PrivateAttr
 
-from llama_index.vector_stores.palace.embeddings import PalaceEmbedding
+from llama_index.vector_stores.palace.embeddings import PalaceEmbedding, made_here
 from llama_index.vector_stores.palace.filters import Test, compile_filters, fetch
-from llama_index.vector_stores.palace.nodes import drawer_node, node_record, ref_doc_id
+from llama_index.vector_stores.palace.nodes import drawer_nodes, node_record, ref_doc_id
 
-#: Query modes the palace answers: its search is hybrid (lexical and vector) already.
-MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID)
+#: Query modes the palace answers: its search is hybrid (lexical and vector) already,
+#: and MMR picks among its best hits.
+MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.MMR)
+#: How many more hits than ``similarity_top_k`` an MMR query chooses among, by default
+#: (``mmr_prefetch_factor``), as LlamaIndex's other stores do.
+MMR_PREFETCH_FACTOR = 4.0
 _BATCH = 500
 
 
@@ -35,7 +40,17 @@ class PalaceVectorStore(BasePydanticVectorStore):
     back as the nodes they were. A query with ``query_str`` runs the palace's full search
     (:meth:`Palace.search`); one with only ``query_embedding`` its vector floor. The
     palace embeds with its own model: pass :class:`PalaceEmbedding` (or
-    :attr:`embed_model`) as ``embed_model`` to ``VectorStoreIndex``.
+    :attr:`embed_model`) as ``embed_model`` to ``VectorStoreIndex``, and the vectors the
+    index makes are filed as they are, not made twice (see
+    :mod:`llama_index.vector_stores.palace.embeddings`). Drawers filed otherwise (mined
+    files and chats) come back as ``TextNode`` objects whose ``SOURCE`` is their source
+    and whose ``PREVIOUS`` / ``NEXT`` are the chunks around them.
+
+    ``mode="mmr"`` (``vector_store_query_mode="mmr"``) picks ``similarity_top_k`` nodes
+    among the best ``mmr_prefetch_k`` (default: ``similarity_top_k`` ×
+    ``mmr_prefetch_factor``, 4) for relevance and diversity, weighed by
+    ``mmr_threshold`` (``vector_store_kwargs``; 1 for relevance alone, 0 for diversity,
+    0.5 by default), with LlamaIndex's own MMR; its similarities are the MMR scores.
 
     .. code-block:: python
 
@@ -43,7 +58,10 @@ class PalaceVectorStore(BasePydanticVectorStore):
         index = VectorStoreIndex.from_vector_store(store, embed_model=store.embed_model)
 
     Every read, delete and ``clear`` sees only the drawers of ``user_id`` (unowned ones
-    when ``None``), and of ``wing`` when it is set. ``MetadataFilters`` are mapped as
+    when ``None``), and of ``wing`` when it is set. A store holds drawers, never
+    memories: a query leaves out what ``Palace.remember`` filed (search those with
+    :class:`~llama_index.retrievers.palace.PalaceRetriever`), so every node it returns can
+    be fetched and deleted through it. ``MetadataFilters`` are mapped as
     :mod:`llama_index.vector_stores.palace.filters` describes; what the palace cannot
     honour is an :class:`~palace_retrievers.InvalidQueryError`.
 
@@ -65,6 +83,7 @@ class PalaceVectorStore(BasePydanticVectorStore):
 
     _palace: Palace = PrivateAttr()
     _owns_palace: bool = PrivateAttr(default=False)
+    _embed_model: PalaceEmbedding | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -99,7 +118,9 @@ class PalaceVectorStore(BasePydanticVectorStore):
     @property
     def embed_model(self) -> PalaceEmbedding:
         """The palace's embedder as a LlamaIndex embedding model."""
-        return PalaceEmbedding(self._palace)
+        if self._embed_model is None:
+            self._embed_model = PalaceEmbedding(self._palace)
+        return self._embed_model
 
     def close(self) -> None:
         """Close the palace if this store opened it."""
@@ -110,6 +131,9 @@ class PalaceVectorStore(BasePydanticVectorStore):
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """File ``nodes`` as drawers (an upsert by node id); returns their ids.
+
+        When every node's ``embedding`` was made by a :class:`PalaceEmbedding` of this
+        palace, those vectors are filed; otherwise the palace embeds the nodes' texts.
 
         Raises:
             InvalidQueryError: a node has no text, names another user, or has the id of
@@ -128,10 +152,14 @@ class PalaceVectorStore(BasePydanticVectorStore):
             texts.append(text)
             metadatas.append(metadata)
         ids = [node.node_id for node in nodes]
-        owner = self.user_id or None
-        for drawer in self._palace.ledger.get_drawers(ids):
-            if drawer.user_id != owner:
-                raise InvalidQueryError(f"node id {drawer.id!r} belongs to another user")
+        embedder = self._palace.embedder
+        vectors = [
+            node.embedding
+            for node in nodes
+            if node.embedding is not None and made_here(embedder, node.embedding)
+        ]
+        ours = len(vectors) == len(nodes)
+        # The palace refuses an id of another user's drawer (InvalidQueryError).
         return self._palace.add_texts(
             texts,
             metadatas,
@@ -139,6 +167,7 @@ class PalaceVectorStore(BasePydanticVectorStore):
             wing=self.wing or "default",
             room=self.room,
             user_id=self.user_id,
+            vectors=vectors if ours else None,
         )
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
@@ -179,48 +208,74 @@ class PalaceVectorStore(BasePydanticVectorStore):
     def _select(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> list[Drawer]:
         where, test = self._compile(filters)
         index_filter = Filter(**where)
-        if node_ids is not None:
-            drawers = self._palace.get(node_ids, user_id=self.user_id)
-        else:
-            ids = self._palace.ledger.drawer_ids(index_filter)
-            drawers = []
-            for start in range(0, len(ids), _BATCH):
-                drawers.extend(self._palace.get(ids[start : start + _BATCH], user_id=self.user_id))
+        ids = self._palace.drawer_ids(**where) if node_ids is None else node_ids
+        drawers = []
+        for start in range(0, len(ids), _BATCH):
+            drawers.extend(self._palace.get(ids[start : start + _BATCH], user_id=self.user_id))
         return [d for d in drawers if index_filter.matches(d) and (test is None or test(d))]
 
     def get_nodes(
         self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None
     ) -> list[BaseNode]:
         """The nodes with these ids and/or passing ``filters`` (every node when neither)."""
-        return [drawer_node(d) for d in self._select(node_ids, filters)]
+        return drawer_nodes(self._palace, self._select(node_ids, filters), self.user_id)
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """The ``similarity_top_k`` nodes that best answer ``query``, best first.
 
         Raises:
-            InvalidQueryError: an unsupported mode or filter, or neither a query string
-                nor an embedding.
+            ValueError: a query mode the palace does not answer.
+            InvalidQueryError: an unsupported filter, or neither a query string nor an
+                embedding.
         """
         if query.mode not in MODES:
-            raise InvalidQueryError(
-                f"the palace does not answer {query.mode.value!r} queries; "
-                "use 'default' (its search is already hybrid)"
+            raise ValueError(
+                f"the palace does not answer {query.mode.value!r} queries; use 'default' "
+                "(its search is already hybrid) or 'mmr'"
             )
         where, test = self._compile(query.filters)
         test = _restrict(test, query.node_ids, query.doc_ids)
         run: Callable[..., list[Hit]]
         if query.query_str and query.query_str.strip():
-            run = functools.partial(self._palace.search, query.query_str)
+            run = functools.partial(self._palace.search, query.query_str, memories=False)
         elif query.query_embedding is not None:
             run = functools.partial(self._palace.search_by_vector, query.query_embedding)
         else:
             raise InvalidQueryError("a query needs a query_str or a query_embedding")
-        hits = fetch(lambda n: run(k=n, **where), query.similarity_top_k, test)
+        k = query.similarity_top_k
+        if query.mode != VectorStoreQueryMode.MMR:
+            hits = fetch(lambda n: run(k=n, **where), k, test)
+            similarities = [hit.score for hit in hits]
+        else:
+            factor = float(kwargs.get("mmr_prefetch_factor") or MMR_PREFETCH_FACTOR)
+            prefetch = int(kwargs.get("mmr_prefetch_k") or round(k * factor))
+            pool = fetch(lambda n: run(k=n, **where), max(k, prefetch), test)
+            hits, similarities = self._mmr(query, pool, k, kwargs.get("mmr_threshold"))
+        drawers = [hit.drawer for hit in hits]
         return VectorStoreQueryResult(
-            nodes=[drawer_node(hit.drawer) for hit in hits],
-            similarities=[hit.score for hit in hits],
+            nodes=drawer_nodes(self._palace, drawers, self.user_id),
+            similarities=similarities,
             ids=[hit.id for hit in hits],
         )
+
+    def _mmr(
+        self, query: VectorStoreQuery, hits: list[Hit], k: int, threshold: float | None
+    ) -> tuple[list[Hit], list[float]]:
+        """``k`` of ``hits`` by LlamaIndex's maximal marginal relevance, and their scores."""
+        if not hits:
+            return [], []
+        embedding = query.query_embedding
+        if embedding is None:
+            embedding = self.embed_model.get_query_embedding(query.query_str or "")
+        vectors = self.embed_model.get_text_embedding_batch([hit.text for hit in hits])
+        scores, ids = get_top_k_mmr_embeddings(
+            list(embedding),
+            vectors,
+            similarity_top_k=k,
+            embedding_ids=list(range(len(hits))),
+            mmr_threshold=threshold,
+        )
+        return [hits[index] for index in ids], [float(score) for score in scores]
 
     # -- async: the same work in a worker thread, so the event loop keeps running -------
 

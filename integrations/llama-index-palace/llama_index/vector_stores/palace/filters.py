@@ -2,8 +2,8 @@
 
 Equality on ``wing``, ``room`` and ``kind`` at the top level of an ``and`` goes into the
 palace's own filter, inside the index. Everything else is checked on the drawers the
-index returns, fetching more until ``k`` pass or none are left, so a filter never makes a
-query miss a node that passes it.
+index returns, fetching more until ``k`` pass, none are left, or :data:`FETCH_LIMIT`
+hits were fetched (see :func:`fetch`).
 
 A key names a drawer field (``wing``, ``room``, ``kind``, ``source``, ``content_date``
 as ISO-8601 text) or a metadata key (a node's own metadata, and ``doc_id`` /
@@ -19,6 +19,7 @@ compared, with ``==``, to the store's own user: no filter reads another user's n
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,12 @@ from llama_index.core.vector_stores.types import (
 )
 from palace_retrievers import Drawer, Hit, InvalidQueryError
 
+log = logging.getLogger(__name__)
+
 Test = Callable[[Drawer], bool]
+
+#: The most hits a search is asked for while a filter is checked on its hits (:func:`fetch`).
+FETCH_LIMIT = 1024
 
 INDEX_FIELDS = ("wing", "room", "kind")
 DRAWER_KEYS = ("wing", "room", "kind", "source")
@@ -171,18 +177,51 @@ def _value(drawer: Drawer, key: str) -> Any:
     return drawer.metadata.get(key, _MISSING)
 
 
-def fetch(run: Callable[[int], list[Hit]], k: int, test: Test | None) -> list[Hit]:
+def fetch(
+    run: Callable[[int], list[Hit]], k: int, test: Test | None, *, limit: int = FETCH_LIMIT
+) -> list[Hit]:
     """The first ``k`` hits of ``run`` that pass ``test``.
 
-    ``run(n)`` returns the best ``n`` hits; it is called with a growing ``n`` until ``k``
-    hits pass or ``run`` has no more to give.
+    ``run(n)`` returns the best ``n`` hits. It is asked for ``4 k`` hits, then four times
+    as many each round, until ``k`` pass, ``run`` has no more to give, or it was asked for
+    ``limit`` hits (``k``, if larger): then the hits that passed are returned, fewer than
+    ``k``, and a warning says so. So a search runs at most four or five times, however
+    rare the drawers that pass.
     """
     if test is None:
         return run(k)
-    wanted = k * 4
+    cap = max(limit, k)
+    wanted = min(k * 4, cap)
     while True:
         hits = run(wanted)
         kept = [hit for hit in hits if test(hit.drawer)]
         if len(kept) >= k or len(hits) < wanted:
             return kept[:k]
-        wanted *= 4
+        if wanted >= cap:
+            log.warning(
+                "only %d of the best %d hits pass the filters (%d wanted); the search stops "
+                "there: narrow it with wing, room or kind, which the index applies",
+                len(kept),
+                wanted,
+                k,
+            )
+            return kept
+        wanted = min(wanted * 4, cap)
+
+
+def in_scope(test: Test | None, where: dict[str, Any]) -> Test | None:
+    """``test``, also requiring a hit's ``wing`` and ``room`` to be those of ``where``.
+
+    The palace recalls a memory filed in no wing (room) for every wing (room); this keeps
+    a search to what is filed where it looks. Drawers pass already.
+    """
+    scope = {key: where[key] for key in ("wing", "room") if isinstance(where.get(key), str)}
+    if not scope:
+        return test
+
+    def scoped(drawer: Drawer) -> bool:
+        if any(getattr(drawer, key) != value for key, value in scope.items()):
+            return False
+        return test is None or test(drawer)
+
+    return scoped
