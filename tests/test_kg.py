@@ -23,16 +23,11 @@ from palace_retrievers.kg import (
     entity_key,
     predicate_name,
 )
-from palace_retrievers.ledger import sqlite_graph
+from palace_retrievers.ledger.sql import graph as sql_graph
 from palace_retrievers.ledger.sqlite import SQLiteLedger
-from palace_retrievers.ledger.sqlite_graph import SQLiteGraphStore
 
-
-class GraphLedger(SQLiteLedger, SQLiteGraphStore):
-    """The SQLite ledger with the graph mixed in, as the palace's ledger has it.
-
-    (A no-op once ``SQLiteLedger`` carries the mixin itself; the MRO is valid either way.)
-    """
+#: The SQLite ledger (its graph part is :mod:`palace_retrievers.ledger.sql.graph`).
+GraphLedger = SQLiteLedger
 
 
 def at(text: str) -> datetime:
@@ -286,7 +281,7 @@ def test_a_failed_write_leaves_the_old_value_open(
     def broken(*args: Any, **kwargs: Any) -> Triple:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(sqlite_graph, "_insert_triple", broken)
+    monkeypatch.setattr(sql_graph, "_insert_triple", broken)
     with pytest.raises(sqlite3.OperationalError):
         kg.add("Alice", "lives_in", "Porto", valid_from="2023-01-01")
 

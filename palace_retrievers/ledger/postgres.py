@@ -42,10 +42,11 @@ from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState
 from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.postgres_closets import PostgresClosetStore
 from palace_retrievers.ledger.postgres_connection import PostgresConnection, PostgresOptions
-from palace_retrievers.ledger.postgres_graph import PostgresGraphStore
 from palace_retrievers.ledger.postgres_lock import AdvisoryWriterLock
 from palace_retrievers.ledger.postgres_memories import PostgresMemoryStore
 from palace_retrievers.ledger.postgres_text import clean
+from palace_retrievers.ledger.sql.dialects import POSTGRES
+from palace_retrievers.ledger.sql.graph import SQLGraphStore
 from palace_retrievers.records import Drawer, Filter
 from palace_retrievers.writer_lock import PalaceLock
 
@@ -146,7 +147,7 @@ def _drawer(row: Sequence[Any]) -> Drawer:
 
 
 class PostgresLedger(
-    PostgresConnection, PostgresClosetStore, PostgresMemoryStore, PostgresGraphStore, Ledger
+    PostgresConnection, PostgresClosetStore, PostgresMemoryStore, SQLGraphStore, Ledger
 ):
     """The ledger in one schema of a PostgreSQL database.
 
@@ -161,6 +162,8 @@ class PostgresLedger(
         SchemaError: the schema holds a newer ledger, or other tables.
         PalaceNotFoundError: no ledger in the schema and ``create`` is false.
     """
+
+    sql = POSTGRES
 
     def __init__(
         self, palace_dir: Path, options: Mapping[str, Any] | None = None, *, create: bool = True

@@ -26,7 +26,8 @@ from palace_retrievers.ids import split_source_key
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
-from palace_retrievers.ledger.sqlite_graph import SQLiteGraphStore
+from palace_retrievers.ledger.sql.dialects import SQLITE
+from palace_retrievers.ledger.sql.graph import SQLGraphStore
 from palace_retrievers.ledger.sqlite_memories import SQLiteMemoryStore
 from palace_retrievers.records import Drawer, Filter
 
@@ -121,7 +122,7 @@ def where_sql(where: Filter | None, alias: str = "") -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
+class SQLiteLedger(SQLiteMemoryStore, SQLGraphStore, Ledger):
     """The ledger in ``<palace_dir>/ledger.sqlite3``.
 
     Args:
@@ -130,6 +131,8 @@ class SQLiteLedger(SQLiteMemoryStore, SQLiteGraphStore, Ledger):
     Raises:
         SchemaError: the file is not a ledger, or was written by a newer version.
     """
+
+    sql = SQLITE
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -1,0 +1,16 @@
+"""The one SQL core of the SQLite and PostgreSQL ledgers.
+
+Every query the two ledgers share, and the mapping between records and rows, is written
+here once, with ``?`` placeholders, and run through a small :class:`Dialect` that says
+what differs: how a statement's placeholders are written, how a time is stored, how a
+list of ids is matched, the few functions whose names differ, and the full-text cells a
+PostgreSQL row carries. Each ledger keeps only what is its own: its connection and
+transactions, its schema, its full-text queries, its vector-index journal and how a
+memory's access is counted without waiting.
+
+- :mod:`.store`: :class:`SQLStore`, the base of the parts below (a dialect, reads and
+  transactions).
+- :mod:`.dialects`: :data:`SQLITE` and :data:`POSTGRES`.
+- :mod:`.graph`, :mod:`.memories`, :mod:`.drawers`, :mod:`.closets`, :mod:`.vectors`,
+  :mod:`.ledger`: the record kinds.
+"""

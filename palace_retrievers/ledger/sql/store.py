@@ -1,0 +1,115 @@
+"""The base of the SQL core's parts: a dialect, its statements, reads and transactions.
+
+A ledger class mixes in the core's parts (:class:`~.graph.SQLGraphStore`,
+:class:`~.memories.SQLMemoryStore`, ...) and provides two things: ``_read(sql, params)``,
+the rows of one statement in the ledger's own placeholder style, and
+``_write(bump=...)``, a write transaction that yields the ledger's connection. The parts
+write every statement with ``?`` placeholders; :class:`Dialect` turns them into the
+ledger's own.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+
+class Cursor(Protocol):
+    """What the core reads of a statement's result (sqlite3's and psycopg's cursors)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def fetchone(self) -> Any: ...
+
+
+class Session(Protocol):
+    """A connection inside a write transaction that takes statements written with ``?``."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> object: ...
+
+
+class Dialect(ABC):
+    """What a SQL ledger does its own way; the core's statements are the same otherwise."""
+
+    #: The column that numbers a table's rows in insertion order.
+    row: ClassVar[str]
+    #: ``LIMIT`` for no limit at all.
+    no_limit: ClassVar[int | None]
+    #: The larger of two values (SQLite's two-argument ``max``, PostgreSQL's ``greatest``).
+    greatest: ClassVar[str]
+    #: Where a string occurs in another (``instr(text, part)``, ``strpos(text, part)``).
+    find: ClassVar[str]
+    #: A join that keeps its left side as the outer loop.
+    outer_join: ClassVar[str]
+    #: ``a <same> b``: equal, or both NULL.
+    same: ClassVar[str]
+    #: Order by a column, its NULLs first (``{}`` is the column).
+    nulls_first: ClassVar[str]
+    #: The full-text columns a drawer or memory row carries beyond its fields, and their
+    #: placeholders (empty where the database keeps full text itself).
+    text_columns: ClassVar[str]
+    text_marks: ClassVar[str]
+
+    @abstractmethod
+    def statement(self, sql: str) -> str:
+        """``sql`` (written with ``?``) in the database's own placeholder style."""
+
+    @abstractmethod
+    def session(self, conn: Any) -> Session:
+        """The connection of a write transaction, taking statements written with ``?``."""
+
+    @abstractmethod
+    def among(self, column: str, ids: Sequence[str]) -> list[tuple[str, list[Any]]]:
+        """Conditions ``column`` is one of ``ids`` (repeats dropped), with their
+        parameters: one per batch the database takes; none when ``ids`` is empty."""
+
+    @abstractmethod
+    def stamp(self, value: datetime) -> Any:
+        """An aware time as a memory's or a triple's column stores it (one that sorts
+        as the time does)."""
+
+    @abstractmethod
+    def filed(self, value: datetime) -> Any:
+        """An aware time as a drawer's, a source's or a closet's column stores it."""
+
+    @abstractmethod
+    def when(self, value: Any) -> datetime | None:
+        """A stored time as an aware time (``None`` stays ``None``)."""
+
+    @abstractmethod
+    def clean(self, text: str) -> str:
+        """``text`` as the database can hold it."""
+
+    @abstractmethod
+    def text_cells(self, text: str) -> tuple[Any, ...]:
+        """The cells of :attr:`text_columns` for a row of this (cleaned) text."""
+
+
+class SQLStore:
+    """The base of the core's parts: :attr:`sql` is the ledger's dialect."""
+
+    sql: ClassVar[Dialect]
+
+    if TYPE_CHECKING:
+        # Provided by the ledger the parts are mixed into.
+        def _write(self, *, bump: bool = True) -> AbstractContextManager[Any]: ...
+
+        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one statement written with ``?``."""
+        return self._read(self.sql.statement(sql), params)
+
+    @contextmanager
+    def _transaction(self, *, bump: bool = True) -> Iterator[Session]:
+        """The ledger's write transaction (see ``_write``), taking statements with ``?``."""
+        with self._write(bump=bump) as conn:
+            yield self.sql.session(conn)
