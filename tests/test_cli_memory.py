@@ -185,6 +185,9 @@ def test_gc_user_archives_only_that_users_memories(run: Run) -> None:
     assert [m["id"] for m in data(run, "memories", "list", "--user", "bob")] == [
         bob["memory"]["id"]
     ]
+    nobodys = data(run, "remember", "The shared parking permit", "--ttl", "1h")["memory"]["id"]
+    unowned = data(run, "gc", "--user", "", "--dry-run", "--now", "2999-01-01")
+    assert unowned["ids"]["expired"] == [nobodys]
 
 
 def test_context_block(run: Run) -> None:

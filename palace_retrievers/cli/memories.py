@@ -358,7 +358,8 @@ def restore(
 @click.option(
     "--user",
     "user_id",
-    help="Only this user's memories (default: every user's and the unowned ones).",
+    help="Only this user's memories (--user '': the unowned ones; default: every user's "
+    "and the unowned ones).",
 )
 @json_option
 @click.pass_context
