@@ -46,6 +46,7 @@ from palace_retrievers.ledger.postgres_lock import AdvisoryWriterLock
 from palace_retrievers.ledger.postgres_memories import PostgresMemoryStore
 from palace_retrievers.ledger.postgres_text import clean
 from palace_retrievers.ledger.sql.dialects import POSTGRES
+from palace_retrievers.ledger.sql.filters import where_sql
 from palace_retrievers.ledger.sql.graph import SQLGraphStore
 from palace_retrievers.records import Drawer, Filter
 from palace_retrievers.writer_lock import PalaceLock
@@ -97,27 +98,6 @@ def _vector(blob: bytes) -> npt.NDArray[np.float32]:
 
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)
-
-
-def where_sql(where: Filter | None, alias: str = "") -> tuple[str, list[Any]]:
-    """A parameterised SQL condition for ``where`` over a drawers-like table."""
-    if where is None:
-        return "TRUE", []
-    p = f"{alias}." if alias else ""
-    clauses = [f"{p}user_id = %s"]
-    params: list[Any] = [where.owner]
-    for column in ("wing", "room", "kind"):
-        value = getattr(where, column)
-        if value is not None:
-            clauses.append(f"{p}{column} = %s")
-            params.append(value)
-    if where.since is not None:
-        clauses.append(f"{p}ts >= %s")
-        params.append(where.since.timestamp())
-    if where.until is not None:
-        clauses.append(f"{p}ts <= %s")
-        params.append(where.until.timestamp())
-    return " AND ".join(clauses), params
 
 
 def _drop_triples(conn: Connection, drawer_ids: Sequence[str]) -> None:
@@ -413,7 +393,7 @@ class PostgresLedger(
 
     def drawer_ids(self, where: Filter | None = None) -> list[str]:
         condition, params = where_sql(where)
-        rows = self._read(f"SELECT id FROM drawers WHERE {condition} ORDER BY seq", params)
+        rows = self._rows(f"SELECT id FROM drawers WHERE {condition} ORDER BY seq", params)
         return [row[0] for row in rows]
 
     def iter_drawers(self, *, batch_size: int = 256) -> Iterator[list[Drawer]]:
@@ -609,10 +589,10 @@ class PostgresLedger(
         for column, terms in zip(("words", "grams"), fts.query(query), strict=True):
             if terms is None:
                 continue
-            rows = self._read(
+            rows = self._rows(
                 f"SELECT d.id, ts_rank(d.{column}, q, 1) AS score FROM {table} d, "
-                f"CAST(%s AS tsquery) AS q WHERE d.{column} @@ q AND {condition} "
-                "ORDER BY score DESC, d.id LIMIT %s",
+                f"CAST(? AS tsquery) AS q WHERE d.{column} @@ q AND {condition} "
+                "ORDER BY score DESC, d.id LIMIT ?",
                 [terms, *params, limit],
             )
             for found, score in rows:
@@ -623,8 +603,8 @@ class PostgresLedger(
 
     def source_drawers(self, *, wing: str, source: str, where: Filter) -> list[Drawer]:
         condition, params = where_sql(where)
-        rows = self._read(
-            f"SELECT {_DRAWER_COLUMNS} FROM drawers WHERE wing = %s AND source = %s "
+        rows = self._rows(
+            f"SELECT {_DRAWER_COLUMNS} FROM drawers WHERE wing = ? AND source = ? "
             f"AND {condition} ORDER BY chunk_index, id",
             [wing, source, *params],
         )

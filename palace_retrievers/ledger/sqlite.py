@@ -27,6 +27,7 @@ from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger import Ledger, LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
 from palace_retrievers.ledger.sql.dialects import SQLITE
+from palace_retrievers.ledger.sql.filters import where_sql
 from palace_retrievers.ledger.sql.graph import SQLGraphStore
 from palace_retrievers.ledger.sqlite_memories import SQLiteMemoryStore
 from palace_retrievers.records import Drawer, Filter
@@ -99,27 +100,6 @@ def _fts_phrase(term: str) -> str:
 #: 24.4 ms a full-text query with 2 MiB, 13.3 ms with 64 MiB). The cache only grows as
 #: pages are read, so a small palace never uses it all.
 PAGE_CACHE_KIB = 64 * 1024
-
-
-def where_sql(where: Filter | None, alias: str = "") -> tuple[str, list[Any]]:
-    """SQL condition and parameters for ``where`` over a drawers-like table."""
-    if where is None:
-        return "1", []
-    p = f"{alias}." if alias else ""
-    clauses = [f"{p}user_id = ?"]
-    params: list[Any] = [where.owner]
-    for column in ("wing", "room", "kind"):
-        value = getattr(where, column)
-        if value is not None:
-            clauses.append(f"{p}{column} = ?")
-            params.append(value)
-    if where.since is not None:
-        clauses.append(f"{p}ts >= ?")
-        params.append(where.since.timestamp())
-    if where.until is not None:
-        clauses.append(f"{p}ts <= ?")
-        params.append(where.until.timestamp())
-    return " AND ".join(clauses), params
 
 
 class SQLiteLedger(SQLiteMemoryStore, SQLGraphStore, Ledger):
