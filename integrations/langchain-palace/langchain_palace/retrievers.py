@@ -22,6 +22,21 @@ from langchain_palace.scope import Memories, Scope, SearchType
 
 TimeBound = datetime | date | str | None
 
+#: What ``invoke`` takes besides the query; each wins over the field of that name.
+OPTIONS = (
+    "k",
+    "filter",
+    "wing",
+    "room",
+    "user_id",
+    "kind",
+    "since",
+    "until",
+    "score_threshold",
+    "fetch_k",
+    "lambda_mult",
+)
+
 
 def open_palace(value: Any) -> Any:
     """A ``Palace`` from a path (which must hold a palace); anything else as it is."""
@@ -37,8 +52,8 @@ class PalaceRetriever(BaseRetriever):
     (``wing``, ``room``, ``source``, dates, lines), its metadata, and the hit's ``score``
     and per-stage ``scores``.
 
-    ``k``, ``filter`` and the palace filters can also be given per call, and win over
-    the fields:
+    ``k``, ``filter``, the palace filters, ``score_threshold``, ``fetch_k`` and
+    ``lambda_mult`` can also be given per call, and win over the fields:
 
     .. code-block:: python
 
@@ -100,79 +115,40 @@ class PalaceRetriever(BaseRetriever):
             )
         return self
 
-    def _search(self, query: str, overrides: Mapping[str, Any]) -> list[Document]:
-        given = {key: value for key, value in overrides.items() if value is not None}
-        where = {
-            key: given.get(key, getattr(self, key))
-            for key in ("wing", "room", "kind", "since", "until")
-        }
+    def _search(self, query: str, options: Mapping[str, Any]) -> list[Document]:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"PalaceRetriever.invoke does not take {', '.join(unknown)}; "
+                f"it takes {', '.join(OPTIONS)}"
+            )
+        given = {key: value for key, value in options.items() if value is not None}
+        value = {key: given.get(key, getattr(self, key)) for key in OPTIONS}
         scope = Scope(
             self.palace,
-            user_id=given.get("user_id", self.user_id),
-            where=where,
+            user_id=value["user_id"],
+            where={key: value[key] for key in ("wing", "room", "kind", "since", "until")},
             memories=self.memories,
         )
         hits = scope.run(
             query,
             search_type=self.search_type,
-            k=given.get("k", self.k),
-            filter=given.get("filter", self.filter),
-            score_threshold=self.score_threshold,
-            fetch_k=self.fetch_k,
-            lambda_mult=self.lambda_mult,
+            k=value["k"],
+            filter=value["filter"],
+            score_threshold=value["score_threshold"],
+            fetch_k=value["fetch_k"],
+            lambda_mult=value["lambda_mult"],
         )
         return [hit_document(hit) for hit in hits]
 
     def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-        filter: dict[str, Any] | None = None,
-        wing: str | None = None,
-        room: str | None = None,
-        user_id: str | None = None,
-        kind: str | None = None,
-        since: TimeBound = None,
-        until: TimeBound = None,
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        overrides = {
-            "k": k,
-            "filter": filter,
-            "wing": wing,
-            "room": room,
-            "user_id": user_id,
-            "kind": kind,
-            "since": since,
-            "until": until,
-        }
-        return self._search(query, overrides)
+        return self._search(query, options)
 
     async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-        filter: dict[str, Any] | None = None,
-        wing: str | None = None,
-        room: str | None = None,
-        user_id: str | None = None,
-        kind: str | None = None,
-        since: TimeBound = None,
-        until: TimeBound = None,
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        overrides = {
-            "k": k,
-            "filter": filter,
-            "wing": wing,
-            "room": room,
-            "user_id": user_id,
-            "kind": kind,
-            "since": since,
-            "until": until,
-        }
         # The search embeds and reads SQLite and the index: a worker thread keeps the
         # event loop free while it runs.
-        return await asyncio.to_thread(self._search, query, overrides)
+        return await asyncio.to_thread(self._search, query, options)

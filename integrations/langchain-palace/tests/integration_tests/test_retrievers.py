@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 from palace_retrievers import Hit, InvalidQueryError, Palace, PalaceNotFoundError
 
-from langchain_palace import LangChainEmbedder, PalaceRetriever, PalaceVectorStore
+from langchain_palace import (
+    LangChainEmbedder,
+    PalaceMemoryTool,
+    PalaceRetriever,
+    PalaceVectorStore,
+)
 
 from .conftest import WordEmbeddings
 
@@ -152,6 +157,13 @@ def test_search_types(corpus_palace: Palace) -> None:
         d.id for d in similar if d.metadata["scores"]["vector"] >= 0.3
     ]
     assert 0 < len(threshold) < len(similar)
+    stricter = PalaceRetriever(
+        palace=corpus_palace,
+        k=3,
+        search_type="similarity_score_threshold",
+        score_threshold=0.3,
+    ).invoke(query, score_threshold=0.99)
+    assert stricter == []
     mmr = PalaceRetriever(
         palace=corpus_palace, k=2, search_type="mmr", fetch_k=6, lambda_mult=0.0
     ).invoke(query)
@@ -163,6 +175,8 @@ def test_search_types(corpus_palace: Palace) -> None:
         PalaceRetriever(palace=corpus_palace, search_type="similarity_score_threshold")
     with pytest.raises(ValueError, match="search_type"):
         PalaceRetriever(palace=corpus_palace, search_type="nearest")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="does not take top_k"):
+        PalaceRetriever(palace=corpus_palace).invoke(query, top_k=2)
 
 
 def test_a_scoped_retriever_returns_only_its_scope(palace_path: Path) -> None:
@@ -187,3 +201,8 @@ def test_a_scoped_retriever_returns_only_its_scope(palace_path: Path) -> None:
         assert found(wing="work", memories="all") == found()
         assert found(memories="none") == {"office", "ops"}
         assert found(filter={"wing": "work"}) == {"office", "ops", at_work.memory.id}
+        tool = PalaceMemoryTool(palace=palace, k=10, user_id="u1", wing="work")
+        recalled = tool.invoke({"query": "cats", "room": "ops"})
+        assert recalled.splitlines() == ["[1] (work/ops, text) cats in the ops room"]
+        assert "Miso" not in tool.invoke({"query": "cats"})
+        assert "Miso" in PalaceMemoryTool(palace=palace, user_id="u1").invoke({"query": "cats"})
