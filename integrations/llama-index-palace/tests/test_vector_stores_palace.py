@@ -305,6 +305,13 @@ def test_mmr_picks_relevant_and_diverse_nodes(store: PalaceVectorStore) -> None:
     assert set(ids(narrow)) == {"pg", "pg2"}
     few = store.query(query(text, k=1, mode=VectorStoreQueryMode.MMR), mmr_prefetch_k=1)
     assert ids(few) == ["pg2"]
+    index = VectorStoreIndex.from_vector_store(store, embed_model=store.embed_model)
+    retriever = index.as_retriever(
+        similarity_top_k=2,
+        vector_store_query_mode="mmr",
+        vector_store_kwargs={"mmr_threshold": 0.1},
+    )
+    assert [n.node.node_id for n in retriever.retrieve(text)] == ids(diverse)
 
 
 def test_mined_chunks_know_their_source_and_neighbours(palace: Palace, tmp_path: Path) -> None:
