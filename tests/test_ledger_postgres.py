@@ -263,7 +263,7 @@ def test_a_killed_writer_leaves_nothing_half_done(
 
         ledger = PostgresLedger(Path({str(tmp_path)!r}), {{"url": {postgres.url!r},
                                 "schema": {schema!r}}})
-        with ledger._write() as conn:
+        with ledger._transaction() as conn:
             ledger._insert_drawers(conn, [Drawer(id="half", text="never committed", wing="w",
                                    room="r", source="s")], np.ones((1, 4), "f4"), "m", None)
             print("inside", flush=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,63 +21,9 @@ from palace_retrievers.embedder import Vectors
 from palace_retrievers.index import IndexEntry
 from palace_retrievers.ledger.graph_store import GraphStore
 from palace_retrievers.ledger.memory_store import MemoryStore
+from palace_retrievers.ledger.records import LedgerStats, MinedRoot, SourceState, VectorTable
 from palace_retrievers.records import Drawer, Filter
 from palace_retrievers.writer_lock import PalaceLock, WriterLock
-
-
-@dataclass(frozen=True, slots=True)
-class SourceState:
-    """What the ledger remembers of a mined source, to tell whether it changed.
-
-    ``root`` is the path that was mined (absolute) and ``plugin`` the source plugin that
-    read it, so that ``palace sync`` can look again for what is gone.
-    """
-
-    wing: str
-    key: str
-    location: str
-    content_hash: str
-    mtime: float | None
-    normalize_version: int
-    drawer_count: int = 0
-    root: str | None = None
-    plugin: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MinedRoot:
-    """A path mined into a wing with a source plugin, and how many sources it gave."""
-
-    wing: str
-    root: str
-    plugin: str
-    sources: int
-    drawers: int
-
-
-@dataclass(frozen=True, slots=True)
-class VectorTable:
-    """All vectors of a collection with the fields filters look at, as numpy columns."""
-
-    ids: list[str]
-    matrix: npt.NDArray[np.float32]
-    wing: npt.NDArray[np.str_]
-    room: npt.NDArray[np.str_]
-    user_id: npt.NDArray[np.str_]
-    kind: npt.NDArray[np.str_]
-    timestamp: npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerStats:
-    """Counts for ``palace status``."""
-
-    drawers: int
-    sources: int
-    closets: int
-    embedded: int
-    wings: dict[str, dict[str, int]] = field(default_factory=dict)
-    memories: dict[str, int] = field(default_factory=dict)
 
 
 class Ledger(MemoryStore, GraphStore, ABC):
