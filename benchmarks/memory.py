@@ -152,6 +152,8 @@ SETS = {
     "train chat (trained on)": "memory_pairs_train_chat.jsonl",
     "train key-value (trained on)": "memory_pairs_train_keyvalue.jsonl",
     "train multi-fact (trained on)": "memory_pairs_train_multifact.jsonl",
+    "train persona (trained on)": "memory_pairs_train_persona.jsonl",
+    "train work (trained on)": "memory_pairs_train_work.jsonl",
 }
 BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in range(16, 28))
 """The sets neither shipped learned judge is trained on: held-out 16–19 chose the judges and
