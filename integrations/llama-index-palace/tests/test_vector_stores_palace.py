@@ -373,6 +373,14 @@ def test_the_index_embeds_each_node_once(palace: Palace, monkeypatch: pytest.Mon
     ((cat, similarity),) = [(h.id, h.score) for h in palace.search_by_vector(vector, k=1)]
     assert (cat, similarity) == (stored.node_id, pytest.approx(1.0, abs=1e-5))
     embedded.clear()
+    own = PalaceVectorStore(palace, wing="own")
+    VectorStoreIndex.from_documents(  # a PalaceEmbedding of one's own does as well
+        [Document(text="carol adopted a parrot", id_="parrot")],
+        storage_context=StorageContext.from_defaults(vector_store=own),
+        embed_model=PalaceEmbedding(palace),
+    )
+    assert [t for t in embedded if "|" not in t] == ["carol adopted a parrot"]
+    embedded.clear()
     elsewhere = PalaceVectorStore(palace, wing="mock")
     VectorStoreIndex.from_documents(  # another model's vectors are never filed as they are
         [Document(text="bob adopted a dog", id_="dog")],

@@ -18,6 +18,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 from palace_retrievers import Drawer, Filter, Hit, InvalidQueryError, Palace
+from palace_retrievers.embedder import unit_rows
 from pydantic import PrivateAttr
 
 from llama_index.vector_stores.palace.embeddings import PalaceEmbedding, made_here
@@ -264,13 +265,18 @@ class PalaceVectorStore(BasePydanticVectorStore):
         """``k`` of ``hits`` by LlamaIndex's maximal marginal relevance, and their scores."""
         if not hits:
             return [], []
-        embedding = query.query_embedding
-        if embedding is None:
-            embedding = self.embed_model.get_query_embedding(query.query_str or "")
-        vectors = self.embed_model.get_text_embedding_batch([hit.text for hit in hits])
+        embedder = self._palace.embedder
+        size = embedder.dimension
+        if query.query_embedding is not None:
+            embedding = [float(x) for x in query.query_embedding]
+        else:
+            vector = unit_rows(embedder.embed_query(query.query_str or ""), dimension=size, count=1)
+            embedding = [float(x) for x in vector[0]]
+        texts = [hit.text for hit in hits]
+        rows = unit_rows(embedder.embed_documents(texts), dimension=size, count=len(texts))
         scores, ids = get_top_k_mmr_embeddings(
-            list(embedding),
-            vectors,
+            embedding,
+            [[float(x) for x in row] for row in rows],
             similarity_top_k=k,
             embedding_ids=list(range(len(hits))),
             mmr_threshold=threshold,
