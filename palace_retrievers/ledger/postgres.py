@@ -24,25 +24,29 @@ change it makes to a verbatim text.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.postgres_connection import PostgresConnection, PostgresOptions
 from palace_retrievers.ledger.postgres_lock import AdvisoryWriterLock
-from palace_retrievers.ledger.postgres_memories import PostgresMemoryStore
 from palace_retrievers.ledger.sql.dialects import POSTGRES
-from palace_retrievers.ledger.sql.filters import where_sql
 from palace_retrievers.ledger.sql.ledger import SQLLedger
-from palace_retrievers.records import Filter
 from palace_retrievers.writer_lock import PalaceLock
 
 if TYPE_CHECKING:
     import psycopg
 
     Connection = psycopg.Connection[Any]
+
+log = logging.getLogger(__name__)
+
+#: How long counting a memory access waits for a table lock (row locks: not at all).
+TOUCH_LOCK_TIMEOUT = "100ms"
 
 #: The full-text GIN indexes: name → (table, column).
 _FULL_TEXT_INDEXES = {
@@ -57,7 +61,7 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class PostgresLedger(PostgresConnection, PostgresMemoryStore, SQLLedger):
+class PostgresLedger(PostgresConnection, SQLLedger):
     """The ledger in one schema of a PostgreSQL database.
 
     Args:
@@ -179,11 +183,7 @@ class PostgresLedger(PostgresConnection, PostgresMemoryStore, SQLLedger):
                 (str(fts.VERSION),),
             )
 
-    def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
-        condition, params = where_sql(where, "d")
-        return self._ranked("drawers", query, condition, params, limit)
-
-    def _ranked(
+    def _full_text(
         self, table: str, query: str, condition: str, params: list[Any], limit: int
     ) -> list[tuple[str, float]]:
         """Full-text candidates of ``table`` (alias ``d``) passing ``condition``."""
@@ -202,3 +202,28 @@ class PostgresLedger(PostgresConnection, PostgresMemoryStore, SQLLedger):
             for found, score in rows:
                 scores[found] = scores.get(found, 0.0) + float(score)
         return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+    # -- memories -----------------------------------------------------------------------
+
+    def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
+        """Count the accesses, unless that means waiting: a search calls this, and a
+        search does not wait behind another write for a counter. So neither the
+        palace's advisory lock (which no reader or counter needs) nor a row another
+        transaction has locked is waited for: such a memory is not counted this time.
+        A table lock (a migration) is waited for :data:`TOUCH_LOCK_TIMEOUT` at most."""
+        if not ids:
+            return
+        from psycopg import errors
+
+        with self._connection() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL lock_timeout = '{TOUCH_LOCK_TIMEOUT}'")
+                    conn.execute(
+                        "UPDATE memories SET access_count = access_count + 1, "
+                        "last_accessed = %s WHERE id IN (SELECT id FROM memories "
+                        "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED)",
+                        (at, list(set(ids))),
+                    )
+            except errors.LockNotAvailable as exc:
+                log.debug("memory accesses not counted: the ledger is busy (%s)", exc)

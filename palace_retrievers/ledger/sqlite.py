@@ -6,6 +6,8 @@ once or not at all. One connection is shared by the threads of a process under a
 
 from __future__ import annotations
 
+import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -17,12 +19,11 @@ from typing import Any
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
 from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
 from palace_retrievers.ledger.sql.dialects import SQLITE
-from palace_retrievers.ledger.sql.filters import where_sql
 from palace_retrievers.ledger.sql.ledger import SQLLedger
-from palace_retrievers.ledger.sqlite_memories import SQLiteMemoryStore, fts_match, fts_terms
-from palace_retrievers.records import Filter
 
 LEDGER_FILE = "ledger.sqlite3"
+
+log = logging.getLogger(__name__)
 
 #: The full-text tables of each table with text: words, then trigrams (Chinese etc.).
 _FULL_TEXT = (
@@ -52,6 +53,36 @@ def _read_only(exc: BaseException) -> bool:
     )
 
 
+_WORD = re.compile(r"[^\W_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+
+#: Seconds counting a memory access waits for the ledger (this process's lock, then
+#: another connection's write) before it gives up on the count.
+TOUCH_WAIT = 0.05
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite gave up because another connection holds a lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def fts_terms(query: str) -> tuple[list[str], list[str]]:
+    """The terms of ``query`` for the word table and for the trigram table."""
+    words = _WORD.findall(query)
+    latin = [w for w in words if not _CJK.search(w)]
+    trigrams = [run[i : i + 3] for run in _CJK.findall(query) for i in range(max(len(run) - 2, 0))]
+    return latin, trigrams
+
+
+def fts_match(terms: Sequence[str]) -> str:
+    """An FTS5 query matching any of ``terms`` (each one a phrase)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in dict.fromkeys(terms))
+
+
 #: SQLite's page cache per connection, in KiB (SQLite's default is 2 MiB). A full-text
 #: query ranks every drawer that holds any of its words and reads each one's row (its
 #: owner, id and filter fields) to filter it: at 20,000 drawers that is thousands of
@@ -62,7 +93,7 @@ def _read_only(exc: BaseException) -> bool:
 PAGE_CACHE_KIB = 64 * 1024
 
 
-class SQLiteLedger(SQLiteMemoryStore, SQLLedger):
+class SQLiteLedger(SQLLedger):
     """The ledger in ``<palace_dir>/ledger.sqlite3``.
 
     Args:
@@ -301,22 +332,57 @@ class SQLiteLedger(SQLiteMemoryStore, SQLLedger):
                     )
                     db.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
 
-    def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
+    def _full_text(
+        self, table: str, query: str, condition: str, params: list[Any], limit: int
+    ) -> list[tuple[str, float]]:
+        """The FTS5 word and trigram tables of ``table``, their bm25 scores added up. The
+        drawers' are read on the calling thread's own connection (see _side_read)."""
+        read = self._side_read if table == "drawers" else self._read
         latin, trigrams = fts_terms(query)
-        condition, params = where_sql(where, "d")
         scores: dict[str, float] = {}
-        for table, terms in (("drawers_fts", latin), ("drawers_trigram", trigrams)):
+        for fts, terms in ((f"{table}_fts", latin), (f"{table}_trigram", trigrams)):
             if not terms:
                 continue
-            rows = self._side_read(
-                f"SELECT d.id, -bm25({table}) FROM {table} JOIN drawers d "
-                f"ON d.rowid = {table}.rowid WHERE {table} MATCH ? AND {condition} "
-                f"ORDER BY bm25({table}) LIMIT ?",
+            rows = read(
+                f"SELECT d.id, -bm25({fts}) FROM {fts} JOIN {table} d "
+                f"ON d.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {condition} "
+                f"ORDER BY bm25({fts}) LIMIT ?",
                 [fts_match(terms), *params, limit],
             )
-            for drawer_id, score in rows:
-                scores[drawer_id] = scores.get(drawer_id, 0.0) + float(score)
+            for found, score in rows:
+                scores[found] = scores.get(found, 0.0) + float(score)
         return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+    # -- memories -----------------------------------------------------------------------
+
+    def touch_memories(self, ids: Sequence[str], *, at: datetime) -> None:
+        """Count the accesses, unless that means waiting: a search calls this, and a
+        search does not wait behind another thread's or process's write transaction
+        (SQLite's busy timeout, 30 s) for a counter. It waits :data:`TOUCH_WAIT` at most
+        (another search's read or count is over by then), then skips (logged at debug)."""
+        if not ids:
+            return
+        if not self._lock.acquire(timeout=TOUCH_WAIT):
+            log.debug("memory accesses not counted: another thread holds the ledger")
+            return
+        try:
+            waits = self._db.execute("PRAGMA busy_timeout").fetchone()[0]
+            self._db.execute(f"PRAGMA busy_timeout = {int(TOUCH_WAIT * 1000)}")
+            try:
+                with self._write(bump=False) as db:
+                    db.executemany(
+                        "UPDATE memories SET access_count = access_count + 1, "
+                        "last_accessed = ? WHERE id = ?",
+                        [(self.sql.stamp(at), i) for i in dict.fromkeys(ids)],
+                    )
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                log.debug("memory accesses not counted: the ledger is busy (%s)", exc)
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout = {int(waits)}")
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         with self._lock, self._side_lock:

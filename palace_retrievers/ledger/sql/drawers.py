@@ -332,6 +332,10 @@ class SQLDrawerStore(SQLStore):
                 out[drawer_id] = vector_of(stored)
         return out
 
+    def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
+        condition, params = where_sql(where, "d")
+        return self._full_text("drawers", query, condition, params, limit)
+
     def source_drawers(self, *, wing: str, source: str, where: Filter) -> list[Drawer]:
         condition, params = where_sql(where)
         rows = self._rows(

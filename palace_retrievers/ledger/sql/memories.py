@@ -9,7 +9,7 @@ PostgreSQL: ``timestamptz``); unowned memories are stored with owner ``''``.
 The schemas' triggers keep the vector-index journal in step (and SQLite's full-text
 tables): a change of text, vector, status or a filter field journals the memory (only
 ``active`` memories are index entries). What each ledger does its own way stays with
-it: the full-text query (:meth:`lexical_memories`) and counting an access without
+it: how its full text is searched (``_full_text``) and counting an access without
 waiting for a write (:meth:`touch_memories`), which changes only the access counters,
 which no trigger watches.
 """
@@ -221,6 +221,19 @@ class SQLMemoryStore(SQLStore, MemoryStore):
             [_owner(user_id), slot, *params],
         )
         return [self._memory(row) for row in rows]
+
+    def lexical_memories(
+        self,
+        query: str,
+        *,
+        user_id: str | None,
+        statuses: Sequence[str] = ("active",),
+        limit: int = 50,
+    ) -> list[tuple[str, float]]:
+        condition, params = statuses_sql(statuses, "d.status")
+        return self._full_text(
+            "memories", query, f"d.user_id = ? AND {condition}", [_owner(user_id), *params], limit
+        )
 
     def predecessors(self, ids: Sequence[str]) -> dict[str, list[Memory]]:
         out: dict[str, list[Memory]] = {}

@@ -104,6 +104,13 @@ class SQLStore:
 
         def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
 
+        def _full_text(
+            self, table: str, query: str, condition: str, params: list[Any], limit: int
+        ) -> list[tuple[str, float]]:
+            """Full-text candidates ``(id, score)`` of ``table`` (``drawers`` or
+            ``memories``, alias ``d``) that pass ``condition`` (written with ``?``), best
+            first (higher is better), ties by id; each dialect searches its own way."""
+
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one statement written with ``?``."""
         return self._read(self.sql.statement(sql), params)
