@@ -25,8 +25,9 @@ Options (``[memory_judges.learned]``): ``structural``, ``pair_model`` and
 ``pair_reader`` (ask each, default true; without the structural matcher the cosine
 thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_threshold``
 (0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85),
-``listwise`` (default false), ``pair_model_file``, ``pair_reader_file`` and
-``listwise_file`` (weights of your own; "" for the shipped).
+``pair_model_file`` and ``pair_reader_file`` (weights of your own; "" for the shipped),
+``listwise`` (default false) and ``listwise_file`` (a list-wise model trained for the
+pair judges in use; none ships yet, so ``listwise`` needs it).
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class LearnedJudge(MemoryJudge):
         self._model_file = Path(options["pair_model_file"] or pair_estimators.MODEL_FILE)
         self._reader_file = Path(options["pair_reader_file"] or pair_reader.READER_FILE)
         self._listwise_file = Path(options["listwise_file"] or listwise.LISTWISE_FILE)
+        if options["listwise"]:
+            listwise.model(self._listwise_file)  # a missing or foreign model fails at open
         self._warned = False
 
     def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:

@@ -15,7 +15,12 @@ how far each leads the best other candidate, and their ranks. Its output replace
 pair judges' probabilities: the chance that *this* old memory is the one the new text
 repeats or updates. Its numbers (a random forest and a logistic regression, averaged, in
 the form :mod:`.pair_estimators` reads) are trained by ``benchmarks/train_listwise.py`` on
-the candidate lists ``benchmarks/judge_rows.py`` gathers end to end.
+the candidate lists ``benchmarks/judge_rows.py`` gathers end to end, for one set of pair
+judges' weights (the probabilities it reads are theirs).
+
+No list-wise model ships yet (benchmarks/README.md, "Memory decisions end to end", says
+what it did and did not reach): the learned judge's ``listwise`` option is off, and
+turning it on needs ``listwise_file``, a model trained for the pair judges in use.
 """
 
 from __future__ import annotations

@@ -1,0 +1,136 @@
+"""The list-wise reading of a new memory's candidates (memory/learned/listwise.py).
+
+The feature tests are pure logic (no model). The judge tests run the real learned judge
+with its shipped weights and the real all-MiniLM-L6-v2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from palace_retrievers.errors import ConfigError
+from palace_retrievers.memory.learned import listwise
+
+
+def test_grams_read_words_and_cjk_characters_and_pairs() -> None:
+    assert listwise.grams("Rent is $2,100 a MONTH") == {"rent", "is", "2", "100", "a", "month"}
+    assert listwise.grams("宽带改用联通") >= {"宽", "带", "宽带", "联通"}
+    assert "宽带改" not in listwise.grams("宽带改用联通")
+
+
+def test_overlap_is_dice_of_grams() -> None:
+    assert listwise.overlap("a b", "a b") == 1.0
+    assert listwise.overlap("a b", "c d") == 0.0
+    assert listwise.overlap("", "a") == 0.0
+    assert listwise.overlap("a b c d", "a b x y") == pytest.approx(0.5)
+    # Chinese overlaps without spaces or a word list
+    assert listwise.overlap("宽带用的是电信", "宽带改用联通") > listwise.overlap(
+        "我喜欢跑步", "宽带改用联通"
+    )
+
+
+def test_cjk_share() -> None:
+    assert listwise.cjk_share("hello") == 0.0
+    assert listwise.cjk_share("我住在Lisbon") == pytest.approx(3 / 9)
+
+
+def _rows(cosines: list[float], updates: list[float]) -> np.ndarray:
+    olds = [f"old {k}" for k in range(len(cosines))]
+    probabilities = [{"duplicate": 0.0, "new": 1 - u, "update": u} for u in updates]
+    return listwise.features(olds, "new text", cosines, probabilities, ["new"] * len(cosines))
+
+
+def test_leads_and_ranks_compare_each_candidate_with_the_best_other() -> None:
+    rows = _rows([0.9, 0.5, 0.2], [0.8, 0.9, 0.1])
+    col = {name: k for k, name in enumerate(listwise.FEATURES)}
+    assert rows[:, col["cosine_lead"]] == pytest.approx([0.4, -0.4, -0.7])
+    assert rows[:, col["cosine_rank"]] == pytest.approx([1.0, 0.5, 1 / 3])
+    assert rows[:, col["update_lead"]] == pytest.approx([-0.1, 0.1, -0.8])
+    assert rows[:, col["candidates"]] == pytest.approx([1 / 3] * 3)
+
+
+def test_a_lone_candidate_leads_by_its_own_value() -> None:
+    rows = _rows([0.7], [0.6])
+    col = {name: k for k, name in enumerate(listwise.FEATURES)}
+    assert rows[0, col["cosine_lead"]] == pytest.approx(0.7)
+    assert rows[0, col["cosine_rank"]] == 1.0
+
+
+def _spec(update_logit: float) -> dict[str, Any]:
+    """A hand-made list-wise model: one leaf that says update, and a linear model whose
+    only say is its intercept (duplicate, new, update)."""
+    width = len(listwise.FEATURES)
+    return {
+        "labels": ["duplicate", "new", "update"],
+        "features": list(listwise.FEATURES),
+        "embedder": "all-MiniLM-L6-v2",
+        "forest": {
+            "trees": [
+                {
+                    "feature": [-2],
+                    "threshold": [-2.0],
+                    "left": [-1],
+                    "right": [-1],
+                    "value": [[0.0, 0.0, 1.0]],
+                }
+            ]
+        },
+        "linear": {
+            "mean": [0.0] * width,
+            "scale": [1.0] * width,
+            "coef": [[0.0] * width] * 3,
+            "intercept": [0.0, 0.0, update_logit],
+        },
+    }
+
+
+def test_a_model_for_other_features_is_refused(tmp_path: Path) -> None:
+    spec = _spec(0.0)
+    spec["features"] = spec["features"][:-1]
+    path = tmp_path / "listwise.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(ConfigError, match="other features"):
+        listwise.model(path)
+    path.write_text("{", encoding="utf-8")
+    listwise.model.cache_clear()
+    with pytest.raises(ConfigError, match="cannot read"):
+        listwise.model(path)
+
+
+def test_the_judge_gives_the_list_wise_opinion(real_embedder: Any, tmp_path: Path) -> None:
+    """Real model and pair judges; a hand-made list-wise model (always update): the wiring
+    only: each pair is read among the pairs of its own new text."""
+    from palace_retrievers.memory.judges import JudgeContext, Pair
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    path = tmp_path / "listwise.json"
+    path.write_text(json.dumps(_spec(10.0)), encoding="utf-8")
+    news = ["The team stand-up moves to 10:30", "I moved to Porto"]
+    olds = ["Team stand-up is every weekday at 9:30", "User lives in Lisbon", "I live in Lisbon"]
+    pairs = [Pair(olds[0], news[0], 0.8), Pair(olds[1], news[1], 0.6), Pair(olds[2], news[1], 0.7)]
+    context = JudgeContext(embed=real_embedder.embed_documents, model=real_embedder.model_name)
+    opinions = LearnedJudge({"listwise": True, "listwise_file": str(path)}).judge(pairs, context)
+    assert [o.verdict for o in opinions] == ["update"] * 3
+    linear = math.exp(10) / (math.exp(10) + 2)  # softmax of (0, 0, 10)
+    assert opinions[0].probabilities["update"] == pytest.approx((1.0 + linear) / 2)
+    assert next(r for r in opinions[0].reasons if r.startswith("list-wise")).startswith(
+        "list-wise (1 candidates)"
+    )
+    assert next(r for r in opinions[2].reasons if r.startswith("list-wise")).startswith(
+        "list-wise (2 candidates)"
+    )
+    plain = LearnedJudge({"listwise_file": str(path)}).judge(pairs, context)
+    assert not any(r.startswith("list-wise") for o in plain for r in o.reasons)
+
+
+def test_listwise_without_a_model_fails_when_the_judge_is_made(tmp_path: Path) -> None:
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    with pytest.raises(ConfigError, match="cannot read the list-wise model"):
+        LearnedJudge({"listwise": True, "listwise_file": str(tmp_path / "none.json")})
