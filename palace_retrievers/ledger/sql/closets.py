@@ -14,6 +14,7 @@ from typing import Any
 
 from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
+from palace_retrievers.ledger.closet_store import ClosetStore
 from palace_retrievers.ledger.sql.store import Session, SQLStore
 from palace_retrievers.ledger.sql.vectors import blob
 
@@ -27,7 +28,7 @@ def delete_orphan_closets(db: Session) -> list[str]:
     return sorted(row[0] for row in rows)
 
 
-class SQLClosetStore(SQLStore):
+class SQLClosetStore(SQLStore, ClosetStore):
     """The closets of a SQL ledger (a part of the ledger)."""
 
     def replace_closets(

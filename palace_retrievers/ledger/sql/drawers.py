@@ -20,6 +20,7 @@ import numpy.typing as npt
 from palace_retrievers.closets import Closet
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.ids import split_source_key
+from palace_retrievers.ledger.drawer_store import DrawerStore
 from palace_retrievers.ledger.records import MinedRoot, SourceState
 from palace_retrievers.ledger.sql.closets import delete_orphan_closets
 from palace_retrievers.ledger.sql.filters import where_sql
@@ -43,7 +44,7 @@ _SOURCE_COLUMNS = (
 )
 
 
-class SQLDrawerStore(SQLStore):
+class SQLDrawerStore(SQLStore, DrawerStore):
     """Drawers and sources over a SQL ledger (a part of the ledger)."""
 
     if TYPE_CHECKING:

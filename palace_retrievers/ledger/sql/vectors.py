@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.index import IndexEntry
+from palace_retrievers.ledger.index_journal import IndexJournal
 from palace_retrievers.ledger.records import VectorTable
 from palace_retrievers.ledger.sql.store import SQLStore
 
@@ -54,7 +55,7 @@ def _entries(rows: Sequence[Any]) -> list[IndexEntry]:
     ]
 
 
-class SQLVectorStore(SQLStore):
+class SQLVectorStore(SQLStore, IndexJournal):
     """The stored vectors of each collection (a part of the ledger)."""
 
     def _vector_select(self, collection: str) -> str:
