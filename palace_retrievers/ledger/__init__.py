@@ -25,7 +25,7 @@ from palace_retrievers.ledger.records import LedgerStats, MinedRoot, SourceState
 from palace_retrievers.writer_lock import PalaceLock, WriterLock
 
 
-class Ledger(DrawerStore, ClosetStore, IndexJournal, MemoryStore, GraphStore, MetaStore, ABC):
+class Ledger(ClosetStore, DrawerStore, IndexJournal, MemoryStore, GraphStore, MetaStore, ABC):
     """The system of record, composed of its parts by record kind. Writes are
     transactional: a reader never sees half of one."""
 

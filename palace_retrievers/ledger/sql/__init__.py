@@ -5,12 +5,14 @@ here once, with ``?`` placeholders, and run through a small :class:`Dialect` tha
 what differs: how a statement's placeholders are written, how a time is stored, how a
 list of ids is matched, the few functions whose names differ, and the full-text cells a
 PostgreSQL row carries. Each ledger keeps only what is its own: its connection and
-transactions, its schema, its full-text queries, its vector-index journal and how a
-memory's access is counted without waiting.
+transactions, its schema, how it searches full text (``_full_text``), its vector-index
+journal and how a memory's access is counted without waiting.
 
 - :mod:`.store`: :class:`SQLStore`, the base of the parts below (a dialect, reads and
   transactions).
 - :mod:`.dialects`: :data:`SQLITE` and :data:`POSTGRES`.
-- :mod:`.graph`, :mod:`.memories`, :mod:`.drawers`, :mod:`.closets`, :mod:`.vectors`,
-  :mod:`.ledger`: the record kinds.
+- :mod:`.drawers` (with :mod:`.closets`), :mod:`.vectors`, :mod:`.memories`,
+  :mod:`.graph`: the record kinds; :mod:`.filters`: search filters as SQL.
+- :mod:`.ledger`: :class:`~.ledger.SQLLedger`, the parts composed, with the palace's
+  facts, the export walk and the counts.
 """

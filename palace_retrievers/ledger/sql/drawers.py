@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +22,9 @@ from palace_retrievers.embedder import Vectors
 from palace_retrievers.ids import split_source_key
 from palace_retrievers.ledger.drawer_store import DrawerStore
 from palace_retrievers.ledger.records import MinedRoot, SourceState
-from palace_retrievers.ledger.sql.closets import delete_orphan_closets
+from palace_retrievers.ledger.sql.closets import SQLClosetStore, delete_orphan_closets
 from palace_retrievers.ledger.sql.filters import where_sql
-from palace_retrievers.ledger.sql.store import Session, SQLStore
+from palace_retrievers.ledger.sql.store import Session
 from palace_retrievers.ledger.sql.vectors import blob, vector_of
 from palace_retrievers.records import Drawer, Filter
 
@@ -44,20 +44,9 @@ _SOURCE_COLUMNS = (
 )
 
 
-class SQLDrawerStore(SQLStore, DrawerStore):
-    """Drawers and sources over a SQL ledger (a part of the ledger)."""
-
-    if TYPE_CHECKING:
-        # The closets part of the same ledger (SQLClosetStore): ``file_sources`` files
-        # the closets in its own transaction.
-        def _replace_closets(
-            self,
-            db: Session,
-            closets: Sequence[Closet],
-            vectors: Vectors,
-            model: str,
-            drawer_ids: Sequence[str],
-        ) -> list[str]: ...
+class SQLDrawerStore(SQLClosetStore, DrawerStore):
+    """Drawers and sources over a SQL ledger, with the closets filed beside them (a part
+    of the ledger)."""
 
     def _drawer(self, row: Sequence[Any]) -> Drawer:
         """The drawer of a row of :data:`DRAWER_COLUMNS`."""

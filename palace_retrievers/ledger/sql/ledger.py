@@ -11,16 +11,13 @@ from abc import ABC
 
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.records import LedgerStats
-from palace_retrievers.ledger.sql.closets import SQLClosetStore
 from palace_retrievers.ledger.sql.drawers import SQLDrawerStore
 from palace_retrievers.ledger.sql.graph import SQLGraphStore
 from palace_retrievers.ledger.sql.memories import SQLMemoryStore
 from palace_retrievers.ledger.sql.vectors import SQLVectorStore
 
 
-class SQLLedger(
-    SQLDrawerStore, SQLClosetStore, SQLVectorStore, SQLMemoryStore, SQLGraphStore, Ledger, ABC
-):
+class SQLLedger(SQLDrawerStore, SQLVectorStore, SQLMemoryStore, SQLGraphStore, Ledger, ABC):
     """A ledger whose records are SQL rows (its dialect is :attr:`sql`)."""
 
     # -- meta ---------------------------------------------------------------------------
