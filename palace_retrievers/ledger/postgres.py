@@ -20,6 +20,12 @@ An embedded index (``chroma``) is per machine: it sees another machine's writes 
 after a ``palace reindex`` there. PostgreSQL text cannot hold the NUL character: the
 ledger stores it as U+FFFD in texts (a drawer's, a memory's, a closet line), the one
 change it makes to a verbatim text.
+
+Its queries are the SQL core's (:mod:`palace_retrievers.ledger.sql`) in the PostgreSQL
+dialect; this module keeps what is PostgreSQL's own: the writer lock, the numbered
+vector-index journal, the ``tsvector`` full text and counting a memory's access without
+waiting (the connection, transactions and migrations are
+:mod:`~palace_retrievers.ledger.postgres_connection`'s).
 """
 
 from __future__ import annotations

@@ -2,6 +2,11 @@
 
 Writers take ``BEGIN IMMEDIATE`` transactions, so a reader sees a source's drawers all at
 once or not at all. One connection is shared by the threads of a process under a lock.
+
+Its queries are the SQL core's (:mod:`palace_retrievers.ledger.sql`) in the SQLite
+dialect; this module keeps what is SQLite's own: the connection, transactions and
+migrations, a read-only ledger, the FTS5 full-text search, the vector-index journal and
+counting a memory's access without waiting.
 """
 
 from __future__ import annotations
