@@ -155,7 +155,9 @@ def gate_recall(rows: Sequence[Judged], lang: str | None = None) -> str:
     return f"{sum(hits) / len(hits):.3f}" if hits else "–"
 
 
-def report(title: str, rows: Sequence[Judged]) -> None:
+def report(title: str, rows: Sequence[Judged]) -> list[tuple[Policy, Any]]:
+    """Print the policy of before and the rule's choice on ``rows``; every setting's
+    result."""
     results = []
     for margin in MARGINS:
         for s in GRID["supersede_confidence"]:
@@ -177,6 +179,7 @@ def report(title: str, rows: Sequence[Judged]) -> None:
         sub = [r for r in rows if r.lang == lang]
         if sub:
             print(f"{lang}: " + grid_row(chosen[0], policy_tally(sub, chosen[0])))
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     train, select = read(args.train), read(args.select)
     trained_on = sorted({r["set"] for r in train})
     print(f"train: {len(train)} pairs of {', '.join(trained_on)}; select: {len(select)} pairs")
+    every: list[tuple[str, Policy, Any]] = []
     for vector, lexical in GATES:
         x, y = examples(train, vector, lexical)
         spec = fit(x, y, trained_on)
@@ -201,8 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\n## gate: {vector} by vector, {lexical} by full text, the slot: gate recall "
             f"{gate_recall(plain)} (en {gate_recall(plain, 'en')}, zh {gate_recall(plain, 'zh')})"
         )
-        report("pair judges alone", plain)
-        report("with the list-wise model", judged(select, vector, lexical, model))
+        for name, rows in (
+            ("pair judges alone", plain),
+            ("with the list-wise model", judged(select, vector, lexical, model)),
+        ):
+            every += [(f"{name}, gate {vector}/{lexical}", p, t) for p, t in report(name, rows)]
+    policy, tally = choose([(p, t) for _, p, t in every])
+    where = next(name for name, p, t in every if p == policy and t is tally)
+    print(f"\nOver every gate and both: the rule chooses {where}:\n{grid_row(policy, tally)}")
     return 0
 
 
