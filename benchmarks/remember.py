@@ -421,6 +421,17 @@ GRID = {
 }
 
 
+def policies() -> list[Policy]:
+    """Every setting of the policy grid (:data:`MARGINS` × :data:`GRID`)."""
+    return [
+        Policy(s, d, r, m)
+        for m in MARGINS
+        for s in GRID["supersede_confidence"]
+        for d in GRID["duplicate_doubt"]
+        for r in GRID["related_confidence"]
+    ]
+
+
 def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | None) -> None:
     """The policy grid on ``sets`` pooled, for the shipped weights and the gate of
     before and of now (and the baseline weights, if given)."""
@@ -448,13 +459,7 @@ def grid(sets: Sequence[str], count: int, seed: int, baseline_weights: Path | No
             "duplicate P / R | hidden true | dropped update | related | unrelated superseded |\n"
             "|---|---|---|---|---|---|---|---|---|---|"
         )
-        results = []
-        for m_ in MARGINS:
-            for s_ in GRID["supersede_confidence"]:
-                for d_ in GRID["duplicate_doubt"]:
-                    for r_ in GRID["related_confidence"]:
-                        policy = Policy(s_, d_, r_, m_)
-                        results.append((policy, policy_tally(rows, policy)))
+        results = [(policy, policy_tally(rows, policy)) for policy in policies()]
         before = Policy(0.0, 1.0, 1.0, None)
         chosen = choose(results)
         qualifying = [r for r in results if qualifies(r[1])]

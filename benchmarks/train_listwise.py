@@ -34,10 +34,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from remember import GRID, MARGINS, Judged, choose, grid_row, policy_tally, qualifies
+from remember import Judged, choose, grid_row, policies, policy_tally, qualifies
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
+from train_pair_model import forest_trees
 
 from palace_retrievers.memory.decide import Policy
 from palace_retrievers.memory.judges import LABELS, Opinion
@@ -98,24 +99,12 @@ def fit(x: Any, y: Any, trained_on: Sequence[str]) -> dict[str, Any]:
     scaler = StandardScaler().fit(x)
     linear = LogisticRegression(C=C, max_iter=5000).fit(scaler.transform(x), y)
     assert tuple(forest.classes_) == tuple(linear.classes_) == LABELS
-    trees = []
-    for estimator in forest.estimators_:
-        tree = estimator.tree_
-        trees.append(
-            {
-                "feature": tree.feature.tolist(),
-                "threshold": [float(t) for t in tree.threshold],
-                "left": tree.children_left.tolist(),
-                "right": tree.children_right.tolist(),
-                "value": [[round(float(v), 6) for v in r] for r in tree.value[:, 0, :]],
-            }
-        )
     return {
         "labels": list(LABELS),
         "features": list(listwise.FEATURES),
         "trained_on": list(trained_on),
         "embedder": EMBEDDER,
-        "forest": {"trees": trees},
+        "forest": {"trees": forest_trees(forest)},
         "linear": {
             "mean": scaler.mean_.tolist(),
             "scale": scaler.scale_.tolist(),
@@ -158,13 +147,7 @@ def gate_recall(rows: Sequence[Judged], lang: str | None = None) -> str:
 def report(title: str, rows: Sequence[Judged]) -> list[tuple[Policy, Any]]:
     """Print the policy of before and the rule's choice on ``rows``; every setting's
     result."""
-    results = []
-    for margin in MARGINS:
-        for s in GRID["supersede_confidence"]:
-            for d in GRID["duplicate_doubt"]:
-                for r in GRID["related_confidence"]:
-                    policy = Policy(s, d, r, margin)
-                    results.append((policy, policy_tally(rows, policy)))
+    results = [(policy, policy_tally(rows, policy)) for policy in policies()]
     before = Policy(0.0, 1.0, 1.0, None)
     chosen = choose(results)
     qualifying = sum(qualifies(t) for _, t in results)

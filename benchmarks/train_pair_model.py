@@ -74,10 +74,10 @@ def fit(x: np.ndarray, v: np.ndarray, y: np.ndarray) -> Fitted:
     return Fitted(forest, scaler, linear)
 
 
-def to_json(model: Fitted, embedder_name: str) -> dict[str, Any]:
-    """The fitted model in the form :class:`pair_estimators.PairModel` reads."""
+def forest_trees(forest: Any) -> list[dict[str, Any]]:
+    """A fitted random forest's trees as :class:`pair_estimators.Forest` reads them."""
     trees = []
-    for estimator in model.forest.estimators_:
+    for estimator in forest.estimators_:
         tree = estimator.tree_
         trees.append(
             {
@@ -88,12 +88,17 @@ def to_json(model: Fitted, embedder_name: str) -> dict[str, Any]:
                 "value": [[round(float(v), 6) for v in row] for row in tree.value[:, 0, :]],
             }
         )
+    return trees
+
+
+def to_json(model: Fitted, embedder_name: str) -> dict[str, Any]:
+    """The fitted model in the form :class:`pair_estimators.PairModel` reads."""
     return {
         "labels": [str(label) for label in model.forest.classes_],
         "features": list(pair_model.FEATURES),
         "trained_on": list(TRAIN),
         "embedder": embedder_name,
-        "forest": {"trees": trees},
+        "forest": {"trees": forest_trees(model.forest)},
         "linear": {
             "mean": model.scaler.mean_.tolist(),
             "scale": model.scaler.scale_.tolist(),

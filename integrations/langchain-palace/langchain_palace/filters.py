@@ -22,21 +22,21 @@ Anything else is an :class:`~palace_retrievers.InvalidQueryError`, never ignored
 
 from __future__ import annotations
 
-import logging
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from palace_retrievers import Drawer, Hit, InvalidQueryError
+from palace_retrievers import Drawer, InvalidQueryError
 from palace_retrievers.records import utc
-
-log = logging.getLogger(__name__)
+from palace_retrievers.search import FETCH_LIMIT as FETCH_LIMIT
+from palace_retrievers.search import first_passing
 
 Test = Callable[[Drawer], bool]
 
-#: The most hits a search is asked for while a filter is checked on its hits (:func:`fetch`).
-FETCH_LIMIT = 1024
+#: The engine's bounded post-filtering (:func:`palace_retrievers.search.first_passing`).
+fetch = first_passing
+
 
 #: Palace filter fields applied inside the index when given as a plain string.
 INDEX_FIELDS = ("wing", "room", "kind")
@@ -183,35 +183,3 @@ def _value(drawer: Drawer, key: str) -> Any:
     if key == "content_date":
         return drawer.content_date.isoformat() if drawer.content_date else _MISSING
     return drawer.metadata.get(key, _MISSING)
-
-
-def fetch(
-    run: Callable[[int], list[Hit]], k: int, test: Test | None, *, limit: int = FETCH_LIMIT
-) -> list[Hit]:
-    """The first ``k`` hits of ``run`` that pass ``test``.
-
-    ``run(n)`` returns the best ``n`` hits. It is asked for ``4 k`` hits, then four times
-    as many each round, until ``k`` pass, ``run`` has no more to give, or it was asked for
-    ``limit`` hits (``k``, if larger): then the hits that passed are returned, fewer than
-    ``k``, and a warning says so. So a search runs at most four or five times, however
-    rare the drawers that pass.
-    """
-    if test is None:
-        return run(k)
-    cap = max(limit, k)
-    wanted = min(k * 4, cap)
-    while True:
-        hits = run(wanted)
-        kept = [hit for hit in hits if test(hit.drawer)]
-        if len(kept) >= k or len(hits) < wanted:
-            return kept[:k]
-        if wanted >= cap:
-            log.warning(
-                "only %d of the best %d hits pass the filter (%d wanted); the search stops "
-                "there: narrow it with wing, room, kind or a time range, which the index applies",
-                len(kept),
-                wanted,
-                k,
-            )
-            return kept
-        wanted = min(wanted * 4, cap)

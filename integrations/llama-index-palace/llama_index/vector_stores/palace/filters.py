@@ -19,7 +19,6 @@ compared, with ``==``, to the store's own user: no filter reads another user's n
 
 from __future__ import annotations
 
-import logging
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,13 +32,11 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 from palace_retrievers import Drawer, Hit, InvalidQueryError
-
-log = logging.getLogger(__name__)
+from palace_retrievers.search import FETCH_LIMIT as FETCH_LIMIT
+from palace_retrievers.search import first_passing
 
 Test = Callable[[Drawer], bool]
 
-#: The most hits a search is asked for while a filter is checked on its hits (:func:`fetch`).
-FETCH_LIMIT = 1024
 
 INDEX_FIELDS = ("wing", "room", "kind")
 DRAWER_KEYS = ("wing", "room", "kind", "source")
@@ -177,38 +174,6 @@ def _value(drawer: Drawer, key: str) -> Any:
     return drawer.metadata.get(key, _MISSING)
 
 
-def fetch(
-    run: Callable[[int], list[Hit]], k: int, test: Test | None, *, limit: int = FETCH_LIMIT
-) -> list[Hit]:
-    """The first ``k`` hits of ``run`` that pass ``test``.
-
-    ``run(n)`` returns the best ``n`` hits. It is asked for ``4 k`` hits, then four times
-    as many each round, until ``k`` pass, ``run`` has no more to give, or it was asked for
-    ``limit`` hits (``k``, if larger): then the hits that passed are returned, fewer than
-    ``k``, and a warning says so. So a search runs at most four or five times, however
-    rare the drawers that pass.
-    """
-    if test is None:
-        return run(k)
-    cap = max(limit, k)
-    wanted = min(k * 4, cap)
-    while True:
-        hits = run(wanted)
-        kept = [hit for hit in hits if test(hit.drawer)]
-        if len(kept) >= k or len(hits) < wanted:
-            return kept[:k]
-        if wanted >= cap:
-            log.warning(
-                "only %d of the best %d hits pass the filters (%d wanted); the search stops "
-                "there: narrow it with wing, room or kind, which the index applies",
-                len(kept),
-                wanted,
-                k,
-            )
-            return kept
-        wanted = min(wanted * 4, cap)
-
-
 def in_scope(test: Test | None, where: dict[str, Any]) -> Test | None:
     """``test``, also requiring a hit's ``wing`` and ``room`` to be those of ``where``.
 
@@ -225,3 +190,11 @@ def in_scope(test: Test | None, where: dict[str, Any]) -> Test | None:
         return test is None or test(drawer)
 
     return scoped
+
+
+def fetch(
+    run: Callable[[int], list[Hit]], k: int, test: Test | None, *, limit: int = FETCH_LIMIT
+) -> list[Hit]:
+    """The first ``k`` hits of ``run`` that pass ``test``: the engine's bounded
+    post-filtering (:func:`palace_retrievers.search.first_passing`)."""
+    return first_passing(run, k, test, limit=limit, what="filters")
