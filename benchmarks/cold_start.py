@@ -1,0 +1,147 @@
+"""Cold start: the wall time of one-shot ``palace search`` and ``palace status`` processes.
+
+Builds once (kept in ``--palace``, reused when it is there) a palace of 10,000 drawers
+with the default configuration (Chroma, all-MiniLM-L6-v2): the texts of
+``backend_corpus.texts`` (people, topics, places, dates, numbers), filed as documents of
+20 chunks across 20 wings, their vectors made by the real model (and cached by
+``backend_corpus``). Then it starts the ``palace`` console script as a user does, once
+per run, and times each process from start to exit:
+
+- ``palace --palace DIR search "<query>"`` (a new query each run, the model loaded and the
+  query embedded inside the timing),
+- ``palace --palace DIR status``.
+
+It prints the median and p90 over ``--runs`` runs (after one unmeasured run that warms
+the disk cache), with the machine's load average, which says how busy it was. When
+MemPalace's ``mempalace`` command is installed, it builds a MemPalace palace of the same
+texts (``--mempalace`` folder) and times ``mempalace search`` alike; when it is not, it
+says so and skips it.
+
+    .venv/bin/python benchmarks/cold_start.py --palace /tmp/cold-start-palace
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import backend_corpus
+
+from palace_retrievers import Palace
+
+SIZE = 10_000
+CHUNKS_PER_DOCUMENT = 20
+WINGS = 20
+BATCH = 1_000
+
+
+def build(path: Path, size: int, cache: Path) -> None:
+    """File ``size`` generated drawers into a new palace at ``path`` (unless it has them)."""
+    with Palace.open(path) as palace:
+        have = palace.stats().ledger.drawers
+        if have >= size:
+            print(f"reusing {path}: {have:,} drawers")
+            return
+        texts = backend_corpus.texts(size, seed=0)
+        vectors = backend_corpus.cached_vectors(texts, cache=cache, label="drawers")
+        start = time.perf_counter()
+        for first in range(0, size, BATCH):
+            numbers = range(first, min(first + BATCH, size))
+            palace.add_texts(
+                [texts[n] for n in numbers],
+                metadatas=[
+                    {
+                        "wing": f"notes-{(n // CHUNKS_PER_DOCUMENT) % WINGS:02d}",
+                        "source": f"doc-{n // CHUNKS_PER_DOCUMENT:05d}",
+                        "chunk_index": n % CHUNKS_PER_DOCUMENT,
+                    }
+                    for n in numbers
+                ],
+                ids=[f"gen-{n:06d}" for n in numbers],
+                vectors=vectors[first : first + len(numbers)],
+            )
+            print(f"  filed {first + len(numbers):,}/{size:,}", flush=True)
+        print(f"built {path} in {time.perf_counter() - start:.0f} s")
+
+
+def timed(command: Sequence[str]) -> float:
+    """Seconds from starting ``command`` to its exit (which must be 0)."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
+    return seconds
+
+
+def report(label: str, seconds: Sequence[float]) -> None:
+    ordered = sorted(seconds)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"{label:<34} median {statistics.median(ordered):.2f} s  p90 {p90:.2f} s  "
+        f"(runs: {' '.join(f'{s:.2f}' for s in seconds)}; load average {load})",
+        flush=True,
+    )
+
+
+def measure(label: str, commands: Sequence[Sequence[str]]) -> None:
+    """Run the first command unmeasured (it warms the disk cache), then time the others."""
+    timed(commands[0])
+    report(label, [timed(command) for command in commands[1:]])
+
+
+def mempalace(folder: Path, texts: Sequence[str], queries: Sequence[str]) -> None:
+    """Time ``mempalace search`` on a MemPalace palace of the same texts, if installed."""
+    command = shutil.which("mempalace")
+    if command is None:
+        print("mempalace: not installed (pip install mempalace), so not measured")
+        return
+    notes = folder / "notes"
+    if not notes.exists():
+        notes.mkdir(parents=True)
+        for first in range(0, len(texts), CHUNKS_PER_DOCUMENT):
+            chunk = texts[first : first + CHUNKS_PER_DOCUMENT]
+            document = notes / f"doc-{first // CHUNKS_PER_DOCUMENT:05d}.txt"
+            document.write_text("\n\n".join(chunk) + "\n", encoding="utf-8")
+        env = {**os.environ, "MEMPALACE_PALACE_PATH": str(folder / "palace")}
+        subprocess.run([command, "init", str(notes), "--yes"], env=env, check=False)
+        subprocess.run([command, "mine", str(notes)], env=env, check=False)
+    measure(
+        "mempalace search",
+        [[command, "--palace", str(folder / "palace"), "search", q] for q in queries],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--palace", type=Path, required=True, help="Where the palace is kept.")
+    parser.add_argument("--size", type=int, default=SIZE)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--cache", type=Path, default=backend_corpus.DEFAULT_CACHE)
+    parser.add_argument(
+        "--mempalace", type=Path, help="Where MemPalace's palace is kept (default: beside)."
+    )
+    args = parser.parse_args()
+    build(args.palace, args.size, args.cache)
+    palace = shutil.which("palace", path=str(Path(sys.executable).parent)) or "palace"
+    queries = backend_corpus.query_texts(args.runs + 1, seed=0)
+    print(f"{os.cpu_count()} cores; {args.runs} runs each, after one unmeasured run")
+    measure(
+        "palace search",
+        [[palace, "--palace", str(args.palace), "search", q] for q in queries],
+    )
+    measure("palace status", [[palace, "--palace", str(args.palace), "status"]] * (args.runs + 1))
+    folder = args.mempalace or args.palace.with_name(args.palace.name + "-mempalace")
+    mempalace(folder, backend_corpus.texts(args.size, seed=0), queries)
+
+
+if __name__ == "__main__":
+    main()
