@@ -39,7 +39,6 @@ from palace_retrievers.errors import (
 )
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
-from palace_retrievers.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
@@ -51,6 +50,7 @@ from palace_retrievers.mining import Miner, MineReport, resolve_root, storable
 from palace_retrievers.palace_memories import PalaceMemories
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
 from palace_retrievers.search import SearchPipeline, check_query
+from palace_retrievers.search.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.sources import PALACE_SETTINGS
 from palace_retrievers.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
 from palace_retrievers.writer_lock import LONG_WRITES

@@ -37,8 +37,8 @@ from fakes import FAKE_PLUGIN, HashingEmbedder
 
 from palace_plugins import manager
 from palace_retrievers import Palace
-from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger.sqlite import SQLiteLedger
+from palace_retrievers.search.indexes import IndexSet
 
 #: Settings of the palaces the process tests mine: small drawers, small batches, so that
 #: a small corpus gives many batches to be killed in.

@@ -72,7 +72,7 @@ def test_a_reader_opened_on_an_empty_palace_answers_from_chroma_after_another_pr
     _drive("mine", str(palace_dir), str(corpus), "--backend", "chroma")
     _drive("cli", "--palace", str(palace_dir), "remember", "The harbour lantern is blue")
 
-    caplog.set_level(logging.WARNING, logger="palace_retrievers.indexes")
+    caplog.set_level(logging.WARNING, logger="palace_retrievers.search.indexes")
     vector = reader.embedder.embed_query("harbour lantern orbit")
     for collection in ("drawers", "closets", "memories"):
         k = min(3, reader.ledger.count_vectors(collection))

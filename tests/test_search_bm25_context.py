@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from palace_retrievers import ConfigError, Palace
-from palace_retrievers.bm25_context import TermCounts, scores
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.records import Drawer
 from palace_retrievers.search import bm25_scores
+from palace_retrievers.search.bm25_context import TermCounts, scores
 from palace_retrievers.terms import terms
 
 

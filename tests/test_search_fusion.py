@@ -13,8 +13,8 @@ from palace_retrievers import ConfigError
 from palace_retrievers.closets import ClosetEntry, render_line
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.errors import PluginError
-from palace_retrievers.fusion import normalise, ranks, reciprocal_rank, weighted
 from palace_retrievers.search import bm25_scores
+from palace_retrievers.search.fusion import normalise, ranks, reciprocal_rank, weighted
 from palace_retrievers.terms import stem, terms
 
 

@@ -1,4 +1,7 @@
-"""Fusing two score lists over the same candidates: weighted sum or reciprocal rank.
+"""The score parts of a candidate and their fusion: BM25, then weighted sum or reciprocal rank.
+
+:func:`bm25_scores` scores the candidates' words (Okapi BM25, the candidate set's own
+statistics). The two score lists, vector and BM25, are then fused.
 
 Weighted fusion scales each list first, so that cosine similarities (around 0.2-0.7)
 and BM25 scores (0 to 20 or more) weigh what their weights say:
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 
 def normalise(scores: Sequence[float], method: str) -> list[float]:
@@ -89,3 +94,35 @@ def reciprocal_rank(
         )
         for i in vector
     }
+
+
+def bm25_scores(
+    query_terms: Sequence[str], documents: Sequence[Sequence[str]], *, k1: float, b: float
+) -> list[float]:
+    """BM25 (Okapi, with Lucene's idf) of each tokenised document for ``query_terms``.
+
+    The statistics (idf, average length) are those of ``documents``: the candidate set.
+    The idf is ``log(1 + (N - n + 0.5) / (n + 0.5))``, always positive, so a term found
+    in half of a small candidate set still counts. The scores are exactly those of
+    rank-bm25's ``BM25Okapi`` with that idf (tested), computed for the query's terms only.
+    """
+    if not documents or not query_terms or not any(documents):
+        return [0.0] * len(documents)
+    wanted = set(query_terms)
+    lengths = np.array([max(len(d), 1) for d in documents], dtype=np.float64)
+    counts = {t: np.zeros(len(documents), dtype=np.float64) for t in wanted}
+    for row, document in enumerate(documents):
+        for term in document:
+            if term in wanted:
+                counts[term][row] += 1
+    n = len(documents)
+    norm = k1 * (1 - b + b * lengths / lengths.mean())
+    scores = np.zeros(n, dtype=np.float64)
+    for term in query_terms:
+        tf = counts[term]
+        found = int(np.count_nonzero(tf))
+        if not found:
+            continue
+        idf = math.log(1 + (n - found + 0.5) / (found + 0.5))
+        scores += idf * tf * (k1 + 1) / (tf + norm)
+    return [max(0.0, float(s)) for s in scores]

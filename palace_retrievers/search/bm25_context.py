@@ -10,7 +10,7 @@ document is its own terms plus ``s`` times the terms of each chunk within ``w`` 
 of it in its source (chunks that pass the query's filter, candidates or not): a term's
 frequency is ``tf(own) + s × Σ tf(neighbour)`` and the document's length
 ``len(own) + s × Σ len(neighbour)``. The statistics (idf, average length) stay those of
-the candidate set, as in :func:`palace_retrievers.search.bm25_scores`; with no
+the candidate set, as in :func:`palace_retrievers.search.fusion.bm25_scores`; with no
 neighbours (or ``s = 0``) the scores are exactly those.
 
 Cheap by construction: only the query's terms are counted, and each drawer's term counts

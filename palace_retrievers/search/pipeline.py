@@ -16,7 +16,7 @@ Stages, in order (every knob is a ``[search]`` key of ``palace.toml``, see
    with the most query terms takes the boost, plus ``grep_neighbours`` chunks either side.
 5. **Fusion.** Vector similarity and BM25 (rank-bm25 over the candidates' texts; with
    ``bm25_context_window``, a candidate's text counts the words of the chunks around it
-   too, see :mod:`palace_retrievers.bm25_context`) are
+   too, see :mod:`palace_retrievers.search.bm25_context`) are
    fused: ``vector_weight × norm(vector) + bm25_weight × norm(bm25)``, or by
    reciprocal rank. Then closet boosts are added, and optionally a share of the best
    adjacent chunk's score (``neighbour_weight``), since evidence clusters.
@@ -39,75 +39,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers import bm25_context, fusion
 from palace_retrievers.config import SearchConfig
-from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.index import VectorMatch
-from palace_retrievers.indexes import IndexSet
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.records import Drawer, Filter, Hit
+from palace_retrievers.search import bm25_context, fusion
+from palace_retrievers.search.indexes import IndexSet
+from palace_retrievers.search.query import MAX_QUERY_TERMS, check_query
 from palace_retrievers.terms import terms
 
 log = logging.getLogger(__name__)
 
-#: Distinct query terms used by the lexical stages, at most (a 100 kB query stays fast).
-MAX_QUERY_TERMS = 64
 #: Drawers, vectors and closet pointers held from the ledger between queries, at most
 #: (all of them are forgotten whenever the ledger changes).
 CACHE_LIMIT = 50_000
-
-
-def check_query(query: object, k: object, *, max_chars: int) -> str:
-    """Validate a query and ``k``; returns the query.
-
-    Raises:
-        InvalidQueryError: the query is not a string, is empty or too long, or ``k`` is
-            not a positive integer.
-    """
-    if not isinstance(query, str):
-        raise InvalidQueryError(f"the query must be a string, not {type(query).__name__}")
-    if not query.strip():
-        raise InvalidQueryError("the query is empty: say what to search for")
-    if len(query) > max_chars:
-        raise InvalidQueryError(
-            f"the query is {len(query)} characters long; the limit is {max_chars} "
-            "(search.max_query_chars)"
-        )
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise InvalidQueryError(f"k must be a positive integer, not {k!r}")
-    return query
-
-
-def bm25_scores(
-    query_terms: Sequence[str], documents: Sequence[Sequence[str]], *, k1: float, b: float
-) -> list[float]:
-    """BM25 (Okapi, with Lucene's idf) of each tokenised document for ``query_terms``.
-
-    The statistics (idf, average length) are those of ``documents``: the candidate set.
-    The idf is ``log(1 + (N - n + 0.5) / (n + 0.5))``, always positive, so a term found
-    in half of a small candidate set still counts. The scores are exactly those of
-    rank-bm25's ``BM25Okapi`` with that idf (tested), computed for the query's terms only.
-    """
-    if not documents or not query_terms or not any(documents):
-        return [0.0] * len(documents)
-    wanted = set(query_terms)
-    lengths = np.array([max(len(d), 1) for d in documents], dtype=np.float64)
-    counts = {t: np.zeros(len(documents), dtype=np.float64) for t in wanted}
-    for row, document in enumerate(documents):
-        for term in document:
-            if term in wanted:
-                counts[term][row] += 1
-    n = len(documents)
-    norm = k1 * (1 - b + b * lengths / lengths.mean())
-    scores = np.zeros(n, dtype=np.float64)
-    for term in query_terms:
-        tf = counts[term]
-        found = int(np.count_nonzero(tf))
-        if not found:
-            continue
-        idf = math.log(1 + (n - found + 0.5) / (found + 0.5))
-        scores += idf * tf * (k1 + 1) / (tf + norm)
-    return [max(0.0, float(s)) for s in scores]
 
 
 class SearchPipeline:
@@ -451,12 +396,12 @@ class SearchPipeline:
     ) -> list[float]:
         """BM25 of each candidate; with ``bm25_context_window``, the terms of the chunks
         within that many positions of it (same source, passing ``where``) count too, at
-        ``bm25_context_weight`` (see :mod:`palace_retrievers.bm25_context`)."""
+        ``bm25_context_weight`` (see :mod:`palace_retrievers.search.bm25_context`)."""
         cfg = self._config
         window, weight = cfg.bm25_context_window, cfg.bm25_context_weight
         if window <= 0 or weight <= 0:
             documents = [self._drawer_terms(d) for d in drawers]
-            return bm25_scores(query_terms, documents, k1=cfg.bm25_k1, b=cfg.bm25_b)
+            return fusion.bm25_scores(query_terms, documents, k1=cfg.bm25_k1, b=cfg.bm25_b)
         steps = [s for s in range(-window, window + 1) if s]
         sources: dict[tuple[str, str], dict[int, str]] = {}
         near: list[list[str]] = []
@@ -612,47 +557,3 @@ class SearchPipeline:
             }
             hits.append(Hit(drawer=drawer, score=final, scores=scores))
         return hits
-
-
-#: The most hits a search is asked for while a caller's own test is checked on its hits
-#: (:func:`first_passing`).
-FETCH_LIMIT = 1024
-
-
-def first_passing(
-    run: Callable[[int], list[Hit]],
-    k: int,
-    test: Callable[[Drawer], bool] | None,
-    *,
-    limit: int = FETCH_LIMIT,
-    what: str = "filter",
-) -> list[Hit]:
-    """The first ``k`` hits of ``run`` whose drawer passes ``test`` (a filter the index
-    cannot apply, such as the integrations' metadata operators).
-
-    ``run(n)`` returns the best ``n`` hits. It is asked for ``4 k`` hits, then four times
-    as many each round, until ``k`` pass, ``run`` has no more to give, or it was asked for
-    ``limit`` hits (``k``, if larger): then the hits that passed are returned, fewer than
-    ``k``, and a warning says so. So a search runs at most four or five times, however
-    rare the drawers that pass. ``what`` names the test in the warning.
-    """
-    if test is None:
-        return run(k)
-    cap = max(limit, k)
-    wanted = min(k * 4, cap)
-    while True:
-        hits = run(wanted)
-        kept = [hit for hit in hits if test(hit.drawer)]
-        if len(kept) >= k or len(hits) < wanted:
-            return kept[:k]
-        if wanted >= cap:
-            log.warning(
-                "only %d of the best %d hits pass the %s (%d wanted); the search stops "
-                "there: narrow it with wing, room, kind or a time range, which the index applies",
-                len(kept),
-                wanted,
-                what,
-                k,
-            )
-            return kept
-        wanted = min(wanted * 4, cap)
