@@ -8,7 +8,7 @@ depends on the ledger, and the ledger hands it out (:meth:`Ledger.writer_lock`):
   ``filelock`` package (:class:`WriterLock`);
 - a PostgreSQL ledger (machines sharing it): a session-level advisory lock named after
   the palace's schema
-  (:class:`~palace_retrievers.ledger.postgres_lock.AdvisoryWriterLock`), so a second
+  (:class:`~palace_retrievers.ledger.postgres.lock.AdvisoryWriterLock`), so a second
   machine's mine is refused just as a second process's is.
 
 Either is released when its holder dies, even by SIGKILL (the OS drops the ``flock``,

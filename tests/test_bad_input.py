@@ -25,7 +25,7 @@ from palace_retrievers import (
     SchemaError,
     SourceError,
 )
-from palace_retrievers.ledger.schema import SCHEMA_VERSION
+from palace_retrievers.ledger.sqlite.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.slow
 

@@ -40,7 +40,7 @@ def test_no_error_class_is_defined_outside_errors_py() -> None:
 
 def test_the_old_import_paths_still_work() -> None:
     from palace_plugins.builtin import onnx_embedding
-    from palace_retrievers.ledger.postgres_connection import LedgerUnavailableError
+    from palace_retrievers.ledger.postgres.connection import LedgerUnavailableError
     from palace_retrievers.transfer import BadRecordError
     from palace_retrievers.web import UnsafeBindError
     from palace_retrievers.web.pages import PageError

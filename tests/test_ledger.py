@@ -12,8 +12,8 @@ import pytest
 
 from palace_retrievers.errors import SchemaError
 from palace_retrievers.ledger import SourceState
-from palace_retrievers.ledger.schema import SCHEMA_VERSION
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
+from palace_retrievers.ledger.sqlite.schema import SCHEMA_VERSION
 from palace_retrievers.records import Drawer, Filter
 
 DIM = 8

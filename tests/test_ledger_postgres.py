@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 from palace_retrievers.errors import ConfigError, PalaceNotFoundError, SchemaError
-from palace_retrievers.ledger import postgres_text as fts
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
-from palace_retrievers.ledger.postgres_connection import (
+from palace_retrievers.ledger.postgres import text as fts
+from palace_retrievers.ledger.postgres.connection import (
     LedgerUnavailableError,
     PostgresOptions,
     default_schema,
 )
-from palace_retrievers.ledger.postgres_schema import SCHEMA_VERSION
+from palace_retrievers.ledger.postgres.schema import SCHEMA_VERSION
 from palace_retrievers.ledger.sqlite import SQLiteLedger
 from palace_retrievers.records import Drawer, Filter
 

@@ -27,7 +27,7 @@ from fakes import FAKE_PLUGIN, HashingEmbedder
 from pg_palace import open_postgres_palace
 
 from palace_retrievers import Palace
-from palace_retrievers.ledger.postgres_connection import LOCK_CLASS
+from palace_retrievers.ledger.postgres.connection import LOCK_CLASS
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.memory.learned import judge as learned_judge
 

@@ -33,7 +33,7 @@ from pg_palace import open_postgres_palace
 from palace_retrievers import Palace
 from palace_retrievers.errors import PalaceBusyError
 from palace_retrievers.ledger.memory_store import CURRENT
-from palace_retrievers.ledger.postgres_connection import RETRY_SECONDS, LedgerUnavailableError
+from palace_retrievers.ledger.postgres.connection import RETRY_SECONDS, LedgerUnavailableError
 
 if TYPE_CHECKING:
     from services import PostgresService

@@ -9,8 +9,9 @@ transactions, its schema, how it searches full text (``_full_text``), its vector
 journal and how a memory's access is counted without waiting.
 
 - :mod:`.store`: :class:`SQLStore`, the base of the parts below (a dialect, reads and
-  transactions).
-- :mod:`.dialects`: :data:`SQLITE` and :data:`POSTGRES`.
+  transactions), and :class:`Dialect`, what a dialect says (the SQLite and PostgreSQL
+  dialects are in :mod:`palace_retrievers.ledger.sqlite` and
+  :mod:`palace_retrievers.ledger.postgres`, beside what else is each database's own).
 - :mod:`.drawers` (with :mod:`.closets`), :mod:`.vectors`, :mod:`.memories`,
   :mod:`.graph`: the record kinds; :mod:`.filters`: search filters as SQL.
 - :mod:`.ledger`: :class:`~.ledger.SQLLedger`, the parts composed, with the palace's

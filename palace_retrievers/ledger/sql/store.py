@@ -37,7 +37,23 @@ class Session(Protocol):
 
 
 class Dialect(ABC):
-    """What a SQL ledger does its own way; the core's statements are the same otherwise."""
+    """What a SQL ledger does its own way; the core's statements are the same otherwise.
+
+    ==============================  ==============================  ========================
+                                    SQLite                          PostgreSQL
+    ==============================  ==============================  ========================
+    placeholders                    ``?``                           ``%s`` (``%`` doubled)
+    a list of ids                   ``IN (?, ...)``, 500 at a time  ``= ANY(?)``, one array
+    a memory's or triple's time     fixed-width ISO-8601 text, UTC  ``timestamptz``
+    a drawer's, source's, closet's  ISO-8601 text, UTC              ``timestamptz``
+    rows in insertion order         ``rowid``                       ``seq``
+    text                            as is                           NUL as U+FFFD
+    full text                       FTS5 tables kept by triggers    ``words``/``grams`` cells
+    ==============================  ==============================  ========================
+
+    The two are :data:`palace_retrievers.ledger.sqlite.dialect.SQLITE` and
+    :data:`palace_retrievers.ledger.postgres.dialect.POSTGRES`.
+    """
 
     #: The column that numbers a table's rows in insertion order.
     row: ClassVar[str]

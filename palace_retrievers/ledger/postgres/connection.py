@@ -52,7 +52,7 @@ from palace_retrievers.errors import (
     PalaceNotFoundError,
     SchemaError,
 )
-from palace_retrievers.ledger.postgres_schema import MIGRATIONS, SCHEMA_VERSION
+from palace_retrievers.ledger.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg

@@ -1,7 +1,7 @@
 """The PostgreSQL ledger: the palace's system of record in a PostgreSQL schema.
 
 ``ledger = "postgres"`` in ``palace.toml`` (with ``[ledgers.postgres] url = ...``; see
-:mod:`palace_retrievers.ledger.postgres_connection` for every option) keeps the drawers,
+:mod:`palace_retrievers.ledger.postgres.connection` for every option) keeps the drawers,
 closets, sources, memories with their history, and the knowledge graph in PostgreSQL,
 so that several processes on several machines share one palace with transactions. The
 SQLite ledger stays the embedded default; both pass the one conformance suite,
@@ -25,7 +25,7 @@ Its queries are the SQL core's (:mod:`palace_retrievers.ledger.sql`) in the Post
 dialect; this module keeps what is PostgreSQL's own: the writer lock, the numbered
 vector-index journal, the ``tsvector`` full text and counting a memory's access without
 waiting (the connection, transactions and migrations are
-:mod:`~palace_retrievers.ledger.postgres_connection`'s).
+:mod:`~palace_retrievers.ledger.postgres.connection`'s).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from palace_retrievers.ledger import postgres_text as fts
-from palace_retrievers.ledger.postgres_connection import PostgresConnection, PostgresOptions
-from palace_retrievers.ledger.postgres_lock import AdvisoryWriterLock
-from palace_retrievers.ledger.sql.dialects import POSTGRES
+from palace_retrievers.ledger.postgres import text as fts
+from palace_retrievers.ledger.postgres.connection import PostgresConnection, PostgresOptions
+from palace_retrievers.ledger.postgres.dialect import POSTGRES
+from palace_retrievers.ledger.postgres.lock import AdvisoryWriterLock
 from palace_retrievers.ledger.sql.ledger import SQLLedger
 from palace_retrievers.writer_lock import PalaceLock
 
@@ -96,7 +96,7 @@ class PostgresLedger(PostgresConnection, SQLLedger):
 
     def writer_lock(self, palace_dir: Path) -> PalaceLock:
         """A session advisory lock in this schema: one writer across every machine
-        (see :mod:`palace_retrievers.ledger.postgres_lock`)."""
+        (see :mod:`palace_retrievers.ledger.postgres.lock`)."""
         return AdvisoryWriterLock(self, str(palace_dir))
 
     # -- the vector-index journal -------------------------------------------------------
@@ -142,7 +142,7 @@ class PostgresLedger(PostgresConnection, SQLLedger):
 
     def lexical_problem(self) -> str | None:
         """A missing or invalid GIN index, or full text cut by another version of
-        :mod:`~palace_retrievers.ledger.postgres_text` (one query: it runs before writes)."""
+        :mod:`~palace_retrievers.ledger.postgres.text` (one query: it runs before writes)."""
         ((present, version),) = self._read(
             "SELECT (SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}') "
             "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "

@@ -23,11 +23,11 @@ from palace_retrievers.errors import PalaceError
 from palace_retrievers.writer_lock import Holder, PalaceLock
 
 if TYPE_CHECKING:
-    from palace_retrievers.ledger.postgres_connection import PostgresConnection
+    from palace_retrievers.ledger.postgres.connection import PostgresConnection
 
 #: First key of the writer lock (the second is the schema's hash). The ledger's write
-#: transactions take ``LOCK_CLASS`` (:mod:`postgres_connection`); this one is held for a
-#: whole mine, so it must not be that one.
+#: transactions take ``LOCK_CLASS`` (:mod:`.connection`); this one is held for a whole
+#: mine, so it must not be that one.
 WRITER_LOCK_CLASS = 0x7A1B
 HOLDER_KEY = "writer"
 #: How often a waiting writer asks again.

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
-from palace_retrievers.ledger.schema import MIGRATIONS, SCHEMA_VERSION
-from palace_retrievers.ledger.sql.dialects import SQLITE
 from palace_retrievers.ledger.sql.ledger import SQLLedger
+from palace_retrievers.ledger.sqlite.dialect import SQLITE
+from palace_retrievers.ledger.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 
 LEDGER_FILE = "ledger.sqlite3"
 

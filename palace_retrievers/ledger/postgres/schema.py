@@ -1,6 +1,6 @@
 """The PostgreSQL ledger's schema, as an ordered list of migrations.
 
-The same tables as the SQLite ledger (:mod:`palace_retrievers.ledger.schema`), in one
+The same tables as the SQLite ledger (:mod:`palace_retrievers.ledger.sqlite.schema`), in one
 PostgreSQL schema per palace; every statement runs with ``search_path`` set to that
 schema alone, so the names here are unqualified. Migration ``n`` takes a ledger from
 version ``n - 1`` to ``n``; a ledger is migrated forward on open, one transaction per
@@ -12,7 +12,7 @@ What differs from SQLite, and why:
 - Times are ``timestamptz`` (UTC), not ISO strings; ids and the names that are sorted on
   are ``COLLATE "C"``, so ``ORDER BY id`` is the code-point order Python sorts in.
 - Full text: each drawer and memory carries two ``tsvector`` columns written by the
-  ledger (see :mod:`palace_retrievers.ledger.postgres_text`): ``words`` (the text's words,
+  ledger (see :mod:`palace_retrievers.ledger.postgres.text`): ``words`` (the text's words,
   case and accents folded) and ``grams`` (the trigrams of its Chinese, Japanese and
   Korean runs, as FTS5's trigram table), each with a GIN index. No extension is needed:
   neither ``pg_trgm`` nor ``unaccent``, nor ``vector``.

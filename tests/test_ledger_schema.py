@@ -1,0 +1,209 @@
+"""The ledgers' schemas, rendered from one table description, are what existing ledgers
+have: a ledger made now has the same catalog (SQLite's ``sqlite_master``, PostgreSQL's
+columns, constraints, indexes, triggers and functions) as one made by the DDL frozen in
+``tests/fixtures/ledger_schema/`` (the migrations as they were written by hand before the
+description existed), and a ledger made by the frozen DDL at any older version opens and
+migrates to the same catalog.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from palace_retrievers.ledger.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
+from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
+from palace_retrievers.ledger.sqlite.schema import SCHEMA_VERSION as SQLITE_VERSION
+from palace_retrievers.records import Filter
+
+if TYPE_CHECKING:
+    from services import PostgresService
+
+pytest_plugins = ["services"]
+
+FROZEN = Path(__file__).parent / "fixtures" / "ledger_schema"
+
+
+def frozen(dialect: str, version: int) -> str:
+    """Migration ``version`` of ``dialect`` as the code before the description wrote it."""
+    return (FROZEN / f"{dialect}_{version}.sql").read_text(encoding="utf-8")
+
+
+def normal(sql: str | None) -> str:
+    """``sql`` without comments, white space folded (none beside brackets and commas)."""
+    text = re.sub(r"--[^\n]*", " ", sql or "")
+    text = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r"\s*([(),])\s*", r"\1", text)
+
+
+# -- SQLite ---------------------------------------------------------------------------------
+
+
+def sqlite_catalog(path: Path) -> list[tuple[str, str, str, str]]:
+    """Every table, index, trigger and view of the ledger at ``path``, its SQL folded."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    db.close()
+    return sorted((kind, name, table, normal(sql)) for kind, name, table, sql in rows)
+
+
+def frozen_sqlite(folder: Path, version: int) -> Path:
+    """A ledger at ``version`` made the way the code before the description made it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LEDGER_FILE
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version "
+        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    for step in range(1, version + 1):
+        db.executescript(f"BEGIN; {frozen('sqlite', step)}; COMMIT;")
+        db.execute("INSERT INTO schema_version VALUES (?, '2026-01-01T00:00:00+00:00')", (step,))
+        if step == 1:
+            db.execute("INSERT INTO meta VALUES ('generation', '0')")
+    db.close()
+    return path
+
+
+def new_sqlite(folder: Path) -> Path:
+    """A ledger made now, in ``folder``."""
+    folder.mkdir(parents=True)
+    SQLiteLedger(folder / LEDGER_FILE).close()
+    return folder / LEDGER_FILE
+
+
+def test_the_sqlite_schema_is_the_frozen_one(tmp_path: Path) -> None:
+    assert len(list(FROZEN.glob("sqlite_*.sql"))) == SQLITE_VERSION
+    made_now = sqlite_catalog(new_sqlite(tmp_path / "new"))
+    assert made_now == sqlite_catalog(frozen_sqlite(tmp_path / "old", SQLITE_VERSION))
+    assert {kind for kind, *_ in made_now} == {"table", "index", "trigger"}
+
+
+@pytest.mark.parametrize("version", range(1, SQLITE_VERSION))
+def test_an_older_sqlite_ledger_migrates_to_the_same_schema(tmp_path: Path, version: int) -> None:
+    path = frozen_sqlite(tmp_path / "old", version)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO drawers (id, text, wing, room, source, filed_at, ts) "
+            "VALUES ('d1', 'kept across migrations', 'w', 'r', 's', '2026-01-01', 0)"
+        )
+    db.close()
+    ledger = SQLiteLedger(path)
+    try:
+        assert ledger.schema_version == SQLITE_VERSION
+        assert [d.text for d in ledger.get_drawers(["d1"])] == ["kept across migrations"]
+        assert [i for i, _ in ledger.lexical("migrations", where=Filter(), limit=5)] == ["d1"]
+    finally:
+        ledger.close()
+    assert sqlite_catalog(path) == sqlite_catalog(new_sqlite(tmp_path / "new"))
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------
+
+#: The catalog of one schema, ``%(schema)s`` in each query; names of the schema in what
+#: they return are written ``S``, so two schemas compare.
+_PG_CATALOG = {
+    "columns": """
+        SELECT table_name, column_name, ordinal_position, data_type, is_nullable,
+               column_default, collation_name, is_identity, identity_generation
+        FROM information_schema.columns WHERE table_schema = %(schema)s
+    """,
+    "constraints": """
+        SELECT c.relname, k.conname, k.contype, pg_get_constraintdef(k.oid)
+        FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
+        WHERE c.relnamespace = %(schema)s::regnamespace
+    """,
+    "indexes": """
+        SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s
+    """,
+    "triggers": """
+        SELECT c.relname, t.tgname, pg_get_triggerdef(t.oid)
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = %(schema)s::regnamespace AND NOT t.tgisinternal
+    """,
+    "functions": """
+        SELECT p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),
+               p.proconfig, p.prosrc
+        FROM pg_proc p WHERE p.pronamespace = %(schema)s::regnamespace
+    """,
+    "sequences": """
+        SELECT sequence_name, data_type, start_value, increment
+        FROM information_schema.sequences WHERE sequence_schema = %(schema)s
+    """,
+    "relations": """
+        SELECT relname, relkind FROM pg_class WHERE relnamespace = %(schema)s::regnamespace
+    """,
+    "meta": "SELECT key, value FROM {schema}.meta WHERE key <> 'generation'",
+}
+
+
+def pg_catalog(url: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What :data:`_PG_CATALOG` finds of ``schema``, sorted."""
+    import psycopg
+
+    def same(value: Any) -> Any:
+        if isinstance(value, str):
+            return normal(value.replace(schema, "S"))
+        if isinstance(value, list):
+            return [same(v) for v in value]
+        return value
+
+    catalog: dict[str, list[tuple[Any, ...]]] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for part, query in _PG_CATALOG.items():
+            rows = conn.execute(query.replace("{schema}", schema), {"schema": schema})
+            catalog[part] = sorted(tuple(same(v) for v in row) for row in rows.fetchall())
+    return catalog
+
+
+@pytest.fixture
+def schemas(postgres: PostgresService) -> Iterator[tuple[str, str]]:
+    """Two fresh schema names (the frozen ledger's, the one made now), dropped after."""
+    names = tuple(f"ledger_schema_{uuid.uuid4().hex[:10]}" for _ in range(2))
+    yield names[0], names[1]
+    for name in names:
+        postgres.sql(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def frozen_postgres(url: str, schema: str, version: int) -> None:
+    """A ledger at ``version`` made the way the code before the description made it."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path TO {schema}")
+        conn.execute(
+            "CREATE TABLE schema_version "
+            "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL)"
+        )
+        for step in range(1, version + 1):
+            with conn.transaction():
+                conn.execute(frozen("postgres", step))
+                conn.execute("INSERT INTO schema_version VALUES (%s, now())", (step,))
+
+
+def test_the_postgres_schema_is_the_frozen_one(
+    postgres: PostgresService, schemas: tuple[str, str], tmp_path: Path
+) -> None:
+    from palace_retrievers.ledger.postgres import PostgresLedger
+
+    old, new = schemas
+    assert len(list(FROZEN.glob("postgres_*.sql"))) == POSTGRES_VERSION
+    frozen_postgres(postgres.url, old, POSTGRES_VERSION)
+    PostgresLedger(tmp_path, {"url": postgres.url, "schema": new}).close()
+    made_now = pg_catalog(postgres.url, new)
+    assert made_now == pg_catalog(postgres.url, old)
+    assert all(made_now.values())
+    # The frozen ledger opens as it is (nothing to migrate) and works.
+    ledger = PostgresLedger(tmp_path, {"url": postgres.url, "schema": old}, create=False)
+    try:
+        assert ledger.schema_version == POSTGRES_VERSION
+        assert ledger.stats().drawers == 0
+    finally:
+        ledger.close()
