@@ -59,7 +59,7 @@ from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbe
 from palace_retrievers import Palace
 from palace_retrievers.memory.decide import Policy, Verdict, decide, settle
 from palace_retrievers.memory.judges import JudgeContext, Opinion, Pair
-from palace_retrievers.memory.records import Memory
+from palace_retrievers.records.memories import Memory
 
 DATA = Path(__file__).resolve().parent / "data"
 START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -30,10 +30,16 @@ from palace_retrievers.errors import (
     StorageFullError,
     UnsafeBindError,
 )
-from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.mining import MineReport
 from palace_retrievers.palace import Palace, PalaceStats
 from palace_retrievers.records import Drawer, Filter, Hit
+from palace_retrievers.records.memories import (
+    ForgetReport,
+    GcReport,
+    Memory,
+    MemoryEvent,
+    Remembered,
+)
 from palace_retrievers.syncing import SyncReport
 
 __version__ = "0.1.0"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.kg import DEFAULT_SINGLE_VALUED
+from palace_retrievers.records.triples import DEFAULT_SINGLE_VALUED
 
 CONFIG_FILE = "palace.toml"
 ENV_PREFIX = "PALACE_"
@@ -513,7 +513,7 @@ SINGLE_VALUED = (*DEFAULT_SINGLE_VALUED, "prefers_*")
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """The temporal knowledge graph (:mod:`palace_retrievers.kg`)."""
+    """The temporal knowledge graph (:mod:`palace_retrievers.graph`)."""
 
     single_valued: list[str] = field(
         default_factory=lambda: list(SINGLE_VALUED),

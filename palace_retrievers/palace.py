@@ -37,9 +37,9 @@ from palace_retrievers.errors import (
     PluginError,
     PluginNotFoundError,
 )
+from palace_retrievers.graph.knowledge_graph import KnowledgeGraph
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
-from palace_retrievers.kg import KnowledgeGraph
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
 from palace_retrievers.memory.extraction import MemoryExtractor
@@ -122,7 +122,7 @@ class Palace(PalaceMemories):
             ledger=ledger, indexes=indexes, config=config.memory, search=config.search
         )
         self.kg = KnowledgeGraph(ledger, single_valued=config.graph.single_valued)
-        """The temporal knowledge graph (see :class:`~palace_retrievers.kg.KnowledgeGraph`)."""
+        """The temporal knowledge graph (see :class:`~palace_retrievers.graph.KnowledgeGraph`)."""
         self._remembering = Remembering(
             ledger=ledger,
             config=config,

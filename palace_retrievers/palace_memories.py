@@ -21,8 +21,14 @@ from palace_retrievers.memory.checks import check_owner
 from palace_retrievers.memory.extraction import Candidate, MemoryExtractor, extract_memories
 from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.memory.recall import context_block
-from palace_retrievers.memory.records import ForgetReport, GcReport, Memory, MemoryEvent, Remembered
 from palace_retrievers.records import Drawer, Filter, Hit, utc
+from palace_retrievers.records.memories import (
+    ForgetReport,
+    GcReport,
+    Memory,
+    MemoryEvent,
+    Remembered,
+)
 from palace_retrievers.search import check_query
 from palace_retrievers.syncing import EVERY_OWNER, Owner
 
@@ -30,7 +36,7 @@ if TYPE_CHECKING:
     from palace_plugins.manager import PluginManager
     from palace_retrievers.config import Config
     from palace_retrievers.embedder import Vectors
-    from palace_retrievers.kg import KnowledgeGraph
+    from palace_retrievers.graph.knowledge_graph import KnowledgeGraph
     from palace_retrievers.ledger import Ledger
     from palace_retrievers.memory.recall import Recall
     from palace_retrievers.memory.remembering import Remembering

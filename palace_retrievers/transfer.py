@@ -59,9 +59,10 @@ import numpy.typing as npt
 
 from palace_retrievers.embedder import unit_rows
 from palace_retrievers.errors import BadRecordError, InvalidQueryError
-from palace_retrievers.kg import Triple, entity_key, predicate_name
 from palace_retrievers.memory.checks import MAX_MEMORY_CHARS
-from palace_retrievers.memory.records import (
+from palace_retrievers.palace import Palace
+from palace_retrievers.records import DRAWER_KIND, Drawer
+from palace_retrievers.records.memories import (
     MEMORY_EVENTS,
     MEMORY_KINDS,
     MEMORY_ORIGINS,
@@ -69,8 +70,7 @@ from palace_retrievers.memory.records import (
     Memory,
     MemoryEvent,
 )
-from palace_retrievers.palace import Palace
-from palace_retrievers.records import DRAWER_KIND, Drawer
+from palace_retrievers.records.triples import Triple, entity_key, predicate_name
 
 FORMAT = "palace-export"
 VERSION = 1

@@ -28,7 +28,7 @@ import pytest
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli
 from palace_retrievers.config import Config, to_dict
-from palace_retrievers.kg import KnowledgeGraph
+from palace_retrievers.graph.knowledge_graph import KnowledgeGraph
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -313,7 +313,7 @@ def test_llm_module_does_not_import_langchain() -> None:
 
 
 def test_candidate_kinds_are_the_memory_kinds() -> None:
-    from palace_retrievers.memory.records import MEMORY_KINDS
+    from palace_retrievers.records.memories import MEMORY_KINDS
 
     assert set(KINDS) == set(MEMORY_KINDS)
 

@@ -16,15 +16,10 @@ from typing import Any
 import pytest
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.kg import (
-    GraphStats,
-    KnowledgeGraph,
-    Triple,
-    entity_key,
-    predicate_name,
-)
+from palace_retrievers.graph.knowledge_graph import KnowledgeGraph
 from palace_retrievers.ledger.sql import graph as sql_graph
 from palace_retrievers.ledger.sqlite import SQLiteLedger
+from palace_retrievers.records.triples import GraphStats, Triple, entity_key, predicate_name
 
 #: The SQLite ledger (its graph part is :mod:`palace_retrievers.ledger.sql.graph`).
 GraphLedger = SQLiteLedger

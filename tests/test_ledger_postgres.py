@@ -354,8 +354,8 @@ def test_full_text_values(
 
 
 def test_owners_and_keys_for_export(open_pg: Callable[..., PostgresLedger]) -> None:
-    from palace_retrievers.kg import Triple
-    from palace_retrievers.memory.records import Memory, MemoryEvent
+    from palace_retrievers.records.memories import Memory, MemoryEvent
+    from palace_retrievers.records.triples import Triple
 
     ledger = open_pg()
     ledger.upsert_drawers([drawer("a", "x"), drawer("b", "y", user_id="u2")], vectors(2), model="m")

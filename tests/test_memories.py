@@ -19,7 +19,7 @@ import pytest
 from palace_retrievers import InvalidQueryError, Palace
 from palace_retrievers.errors import ConfigError, EmbedderMismatchError, MemoryNotFoundError
 from palace_retrievers.memory.learned import judge as learned_judge
-from palace_retrievers.memory.records import MEMORY_KINDS, Memory
+from palace_retrievers.records.memories import MEMORY_KINDS, Memory
 
 MYSQL = "We use MySQL for the orders database"
 POSTGRES = "We use PostgreSQL for the orders database"

@@ -12,8 +12,8 @@ import pytest
 
 from palace_retrievers.memory.asof import Period, period_in, point, without_period
 from palace_retrievers.memory.recall import asked, held_slot
-from palace_retrievers.memory.records import Memory
 from palace_retrievers.records import Filter
+from palace_retrievers.records.memories import Memory
 
 NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)  # a Wednesday
 

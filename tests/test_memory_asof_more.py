@@ -22,7 +22,7 @@ import pytest
 from palace_retrievers import Palace
 from palace_retrievers.memory.asof import Period, period_in, without_period
 from palace_retrievers.memory.recall import held_slot, superseded_at
-from palace_retrievers.memory.records import Memory, MemoryEvent
+from palace_retrievers.records.memories import Memory, MemoryEvent
 
 NOW = datetime(2026, 6, 10, 12, 0, tzinfo=UTC)  # a Wednesday
 USER = "me"

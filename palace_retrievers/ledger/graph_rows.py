@@ -1,6 +1,6 @@
 """Triples as table rows, and how a new triple is filed: what both SQL ledgers share.
 
-A SQL ledger stores a :class:`~palace_retrievers.kg.Triple` as one row of
+A SQL ledger stores a :class:`~palace_retrievers.records.triples.Triple` as one row of
 :data:`TRIPLE_COLUMNS`; the dialects differ in how a time is written (SQLite: an
 ISO-8601 string; PostgreSQL: ``timestamptz``) and in their SQL. What a new triple does to
 the triples already filed (merged into one, ends another, or is inserted, perhaps already
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from palace_retrievers.ids import digest
-from palace_retrievers.kg import Triple
+from palace_retrievers.records.triples import Triple
 
 TRIPLE_COLUMNS = (
     "id, subject, predicate, object, valid_from, valid_to, confidence, source_drawer, "

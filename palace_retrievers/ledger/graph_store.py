@@ -1,7 +1,7 @@
 """The ledger's part for the knowledge graph: storage of entities and temporal triples.
 
 :class:`GraphStore` is storage only. Names arrive already normalised and checked by
-:class:`~palace_retrievers.kg.KnowledgeGraph`, which also decides which predicates are
+:class:`~palace_retrievers.graph.KnowledgeGraph`, which also decides which predicates are
 single-valued; the store applies that decision and keeps each write in one transaction,
 so a reader never sees a new value next to the one it replaces. Owners are given in their
 public form (``None`` for the unowned graph) and every read is scoped to exactly one.
@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
-from palace_retrievers.kg import GraphStats, Triple
+from palace_retrievers.records.triples import GraphStats, Triple
 
 
 class GraphStore(ABC):

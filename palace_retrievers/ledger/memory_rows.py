@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.errors import MemoryConflictError
-from palace_retrievers.memory.records import Memory, MemoryEvent
+from palace_retrievers.records.memories import Memory, MemoryEvent
 
 MEMORY_COLUMNS = (
     "id, text, kind, importance, tags, user_id, agent_id, session_id, wing, room, "

@@ -20,7 +20,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers.memory.records import Memory, MemoryEvent
+from palace_retrievers.records.memories import Memory, MemoryEvent
 
 #: The statuses a memory may be found by for deduplication: the current ones.
 CURRENT = ("active", "pending")

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from palace_retrievers.kg import Triple
-from palace_retrievers.memory.records import Memory
 from palace_retrievers.records import Drawer, Hit
+from palace_retrievers.records.memories import Memory
+from palace_retrievers.records.triples import Triple
 
 
 class IndexEntry(BaseModel):

@@ -33,8 +33,8 @@ from palace_retrievers.mcp_server.results import (
     memory_out,
     triple_out,
 )
-from palace_retrievers.memory.records import Memory
 from palace_retrievers.palace import Palace
+from palace_retrievers.records.memories import Memory
 
 SERVER_NAME = "palace"
 INSTRUCTIONS = (

@@ -1,10 +1,11 @@
 """The memory subsystem: memories that stay right over time.
 
 A memory is one fact, preference or decision about a user, kept verbatim with its
-lifecycle (active, pending, superseded, archived), its history and its links. What lives
-here, from the records up:
+lifecycle (active, pending, superseded, archived), its history and its links. Its records
+(``Memory``, ``MemoryEvent``, ``Remembered`` and the reports) are in
+:mod:`palace_retrievers.records.memories`, below the ledger that stores them. What lives
+here, from the bottom up:
 
-- :mod:`.records`: ``Memory``, ``MemoryEvent``, ``Remembered`` and the reports.
 - :mod:`.checks`: the argument checks every memory method shares.
 - :mod:`.wording` and :mod:`.slots`: reading a memory's words (lemmas, numbers, times) and
   its slot (the subject and single-valued attribute it states a value of).

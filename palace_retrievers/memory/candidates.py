@@ -27,7 +27,7 @@ import numpy.typing as npt
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.memory_store import CURRENT
-from palace_retrievers.memory.records import Memory
+from palace_retrievers.records.memories import Memory
 
 #: ``nearest(vector, user_id, k)``: the owner's ``(memory id, cosine)`` pairs nearest
 #: ``vector`` among the *active* memories, from the vector index.

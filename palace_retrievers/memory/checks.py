@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.memory.records import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.records import Drawer
+from palace_retrievers.records.memories import MEMORY_KINDS, MEMORY_STATUSES
 
 #: Longest memory text accepted, in characters (a memory is a statement, not a document).
 MAX_MEMORY_CHARS = 10_000

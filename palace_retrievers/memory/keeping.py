@@ -39,8 +39,8 @@ from palace_retrievers.memory.checks import (
     check_strings,
     check_text,
 )
-from palace_retrievers.memory.records import GC_REASONS, GcReport, Memory, MemoryEvent
 from palace_retrievers.records import utc
+from palace_retrievers.records.memories import GC_REASONS, GcReport, Memory, MemoryEvent
 
 T = TypeVar("T")
 #: An owner and their memory mark (see ``MemoryStore.memory_mark``).

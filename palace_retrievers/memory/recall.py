@@ -89,9 +89,9 @@ import numpy.typing as npt
 from palace_retrievers.config import MemoryConfig, SearchConfig
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.memory.asof import Period, period_in, point, without_period
-from palace_retrievers.memory.records import MEMORY_KINDS, Memory, MemoryEvent
 from palace_retrievers.memory.slots import question_slots, slots_match
 from palace_retrievers.records import Filter, Hit
+from palace_retrievers.records.memories import MEMORY_KINDS, Memory, MemoryEvent
 from palace_retrievers.search.indexes import IndexSet
 from palace_retrievers.terms import terms
 

@@ -74,9 +74,9 @@ from palace_retrievers.memory.checks import (
 from palace_retrievers.memory.decide import Policy, Verdict, decide, settle, undecided
 from palace_retrievers.memory.judges import JudgeContext, MemoryJudge, Opinion, Pair, check_opinions
 from palace_retrievers.memory.keeping import CONFLICT_RETRIES, MemoryKeeping
-from palace_retrievers.memory.records import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
 from palace_retrievers.memory.slots import slot_of
 from palace_retrievers.records import utc
+from palace_retrievers.records.memories import MEMORY_ORIGINS, Memory, MemoryEvent, Remembered
 
 log = logging.getLogger(__name__)
 

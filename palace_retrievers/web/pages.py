@@ -32,9 +32,9 @@ from palace_retrievers.errors import (
     PalaceBusyError,
     PalaceError,
 )
-from palace_retrievers.memory.records import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.palace import Palace
 from palace_retrievers.records import Filter
+from palace_retrievers.records.memories import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.web.security import CSRF_FIELD, Guard, session_of
 
 log = logging.getLogger(__name__)

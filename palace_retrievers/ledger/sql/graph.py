@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.kg import GraphStats, Triple
 from palace_retrievers.ledger import graph_rows
 from palace_retrievers.ledger.graph_store import GraphStore
 from palace_retrievers.ledger.sql.store import Dialect, Session, SQLStore
+from palace_retrievers.records.triples import GraphStats, Triple
 
 _COLUMNS = graph_rows.TRIPLE_COLUMNS
 

@@ -29,7 +29,7 @@ from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
 from palace_retrievers.ledger.sql.closets import delete_orphan_closets
 from palace_retrievers.ledger.sql.store import Session, SQLStore
-from palace_retrievers.memory.records import Memory, MemoryEvent
+from palace_retrievers.records.memories import Memory, MemoryEvent
 
 _COLUMNS = memory_rows.MEMORY_COLUMNS
 _FIELDS = [c.strip() for c in _COLUMNS.split(",")]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from palace_retrievers.errors import InvalidQueryError
 
 if TYPE_CHECKING:
-    from palace_retrievers.memory.records import Memory
+    from palace_retrievers.records.memories import Memory
 
 #: The ``kind`` of a verbatim chunk. Memories carry their own kinds (``MEMORY_KINDS``).
 DRAWER_KIND = "drawer"
