@@ -30,7 +30,8 @@ from palace_retrievers.errors import (
     StorageFullError,
     UnsafeBindError,
 )
-from palace_retrievers.mining import MineReport
+from palace_retrievers.ingest.mining import MineReport
+from palace_retrievers.ingest.syncing import SyncReport
 from palace_retrievers.palace import Palace, PalaceStats
 from palace_retrievers.records import Drawer, Filter, Hit
 from palace_retrievers.records.memories import (
@@ -40,7 +41,6 @@ from palace_retrievers.records.memories import (
     MemoryEvent,
     Remembered,
 )
-from palace_retrievers.syncing import SyncReport
 
 __version__ = "0.1.0"
 

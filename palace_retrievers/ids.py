@@ -19,7 +19,7 @@ into a wing keeps the bare keys its source gives. Another root, unless it is the
 tree moved or copied, has its keys start with a label of its own (:func:`root_label`,
 ``"b-1a2b3c4d/todo.md"``), so that ``todo.md`` from two folders are two sources whose
 drawers never share an id; :func:`root_prefix` reads back which of the two a root's
-recorded keys are. See :mod:`palace_retrievers.mining`.
+recorded keys are. See :mod:`palace_retrievers.ingest.mining`.
 """
 
 from __future__ import annotations

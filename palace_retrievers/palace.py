@@ -40,19 +40,19 @@ from palace_retrievers.errors import (
 from palace_retrievers.graph.knowledge_graph import KnowledgeGraph
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
+from palace_retrievers.ingest.mining import Miner, MineReport, resolve_root, storable
+from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
 from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
 from palace_retrievers.memory.extraction import MemoryExtractor
 from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.memory.recall import Recall, merge
 from palace_retrievers.memory.remembering import Remembering
-from palace_retrievers.mining import Miner, MineReport, resolve_root, storable
 from palace_retrievers.palace_memories import PalaceMemories
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.search.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.sources import PALACE_SETTINGS
-from palace_retrievers.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
 from palace_retrievers.writer_lock import LONG_WRITES
 
 log = logging.getLogger(__name__)
@@ -695,7 +695,7 @@ class Palace(PalaceMemories):
         ``user_id`` means what it means to :meth:`mine`: a user's sources, or with
         ``None`` the unowned ones; a sync for one owner checks only the roots that owner
         mined and never removes another owner's drawers, even of a tree both mined. Left
-        out, it is :data:`~palace_retrievers.syncing.EVERY_OWNER`: every owner's roots
+        out, it is :data:`~palace_retrievers.ingest.syncing.EVERY_OWNER`: every owner's roots
         (what an operator's ``palace sync`` does), which is not the same as ``None``.
 
         Args:

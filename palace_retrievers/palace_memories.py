@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import InvalidQueryError, PluginError
+from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner
 from palace_retrievers.memory.checks import check_owner
 from palace_retrievers.memory.extraction import Candidate, MemoryExtractor, extract_memories
 from palace_retrievers.memory.judges import MemoryJudge
@@ -30,7 +31,6 @@ from palace_retrievers.records.memories import (
     Remembered,
 )
 from palace_retrievers.search import check_query
-from palace_retrievers.syncing import EVERY_OWNER, Owner
 
 if TYPE_CHECKING:
     from palace_plugins.manager import PluginManager
@@ -337,7 +337,7 @@ class PalaceMemories:
 
         ``user_id`` means what it means to :meth:`sync`: one user's memories, or with
         ``None`` the unowned ones. Left out, it is
-        :data:`~palace_retrievers.syncing.EVERY_OWNER`: every owner's memories (what an
+        :data:`~palace_retrievers.ingest.syncing.EVERY_OWNER`: every owner's memories (what an
         operator's ``palace gc`` does), which is not the same as ``None``.
 
         Args:

@@ -93,7 +93,7 @@ class Source(ABC):
             keys, however much their content changed (a fresh export saved at a new
             path). ``False`` by default: a new root whose entries mostly differ from
             those filed under the same keys is another tree, and its keys get its label
-            (see :mod:`palace_retrievers.mining`).
+            (see :mod:`palace_retrievers.ingest.mining`).
     """
 
     palace_settings: ClassVar[frozenset[str]] = frozenset()

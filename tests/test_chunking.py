@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palace_retrievers.chunking import Chunk, chunk_text
+from palace_retrievers.ingest.chunking import Chunk, chunk_text
 
 
 def line_of(text: str, offset: int) -> int:

@@ -185,7 +185,7 @@ def test_log_lines_show_a_file_name_not_obey_it(tmp_path: Path) -> None:
         },
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "INFO palace_retrievers.mining: skipped" in done.stderr
+    assert "INFO palace_retrievers.ingest.mining: skipped" in done.stderr
     assert "x\\x1b]52;c;cm0gLXJmIH4=\\x07.png" in done.stderr
     _nothing_obeyed(done.stderr)
     _nothing_obeyed(done.stdout)

@@ -53,8 +53,8 @@ from test_mining_resume import (
 
 from palace_retrievers import PalaceError
 from palace_retrievers.cli import cli
+from palace_retrievers.ingest.mining import StorageFullError
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
-from palace_retrievers.mining import StorageFullError
 from palace_retrievers.records import Filter
 from palace_retrievers.search.indexes import IndexSet
 

@@ -1,6 +1,6 @@
 """Embedding ahead (issue #5): the next batch is embedded while the one before is filed.
 
-:class:`~palace_retrievers.mining.Miner` takes the palace's write path in two steps
+:class:`~palace_retrievers.ingest.mining.Miner` takes the palace's write path in two steps
 (``embed_drawers``): the embedding runs in a background thread, the filing it returns in
 the caller's thread, which holds the writer lock. These tests check that the two really
 overlap, and that nothing else changes: the same palace as a mine without it, one ledger
@@ -27,8 +27,8 @@ import pytest
 import palace_retrievers.palace as palace_module
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Vectors
+from palace_retrievers.ingest.mining import Miner, StorageFullError
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
-from palace_retrievers.mining import Miner, StorageFullError
 
 WING = "tree"
 CONFIG = {"mining": {"batch_size": 8}}  # a few drawers per file: several batches

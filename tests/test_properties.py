@@ -49,11 +49,11 @@ from palace_plugins.builtin.conversations import (
 )
 from palace_plugins.builtin.exact import ExactIndex
 from palace_retrievers import Palace
-from palace_retrievers.chunking import Chunk, chunk_text
 from palace_retrievers.closets import ClosetEntry, ClosetExtractor, build_closets, render_line
 from palace_retrievers.errors import PluginError
 from palace_retrievers.ids import digest, drawer_id
 from palace_retrievers.index import BackendContext
+from palace_retrievers.ingest.chunking import Chunk, chunk_text
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.records import Drawer, Filter
 

@@ -24,8 +24,8 @@ from palace_retrievers.cli.app import (
 from palace_retrievers.cli.output import echo, one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
 from palace_retrievers.ids import split_source_key
+from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner
 from palace_retrievers.records import Hit
-from palace_retrievers.syncing import EVERY_OWNER, Owner
 
 
 @cli.command()

@@ -21,9 +21,9 @@ from palace_retrievers.cli.app import (
     user_option,
 )
 from palace_retrievers.cli.output import clean, echo, fields, one_line, record, table
+from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner
 from palace_retrievers.records import utc
 from palace_retrievers.records.memories import MEMORY_KINDS, MEMORY_STATUSES
-from palace_retrievers.syncing import EVERY_OWNER, Owner
 
 #: ``--status all`` lists memories of every status.
 ALL_STATUSES = "all"

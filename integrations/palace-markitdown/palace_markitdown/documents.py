@@ -38,10 +38,10 @@ from markitdown.converters import (
     PptxConverter,
     XlsxConverter,
 )
-from palace_retrievers.chunking import chunk_text
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError, SourceError
 from palace_retrievers.ids import content_hash
+from palace_retrievers.ingest.chunking import chunk_text
 from palace_retrievers.sources import Segment, Skipped, Source, SourceDocument, SourceEntry
 
 from palace_markitdown.parts import split

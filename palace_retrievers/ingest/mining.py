@@ -55,7 +55,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from palace_retrievers.chunking import NORMALIZE_VERSION, chunk_text
 from palace_retrievers.config import Config
 from palace_retrievers.errors import SourceError, StorageFullError
 from palace_retrievers.ids import (
@@ -66,6 +65,7 @@ from palace_retrievers.ids import (
     source_key,
     split_source_key,
 )
+from palace_retrievers.ingest.chunking import NORMALIZE_VERSION, chunk_text
 from palace_retrievers.ledger import SourceState
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry

@@ -15,7 +15,7 @@ back), and each recorded source is checked against the root it was itself mined 
 file deleted from alice's copy of a tree costs alice her drawers of it, never bob his
 drawers of his copy, even when both were filed in one wing under one relative path. A
 root mined into a wing beside another has its keys start with its label (see
-:mod:`palace_retrievers.mining`); each owner's records of a root are compared with the
+:mod:`palace_retrievers.ingest.mining`); each owner's records of a root are compared with the
 listing under the prefix they carry (:func:`root_prefix`), so a root is checked against
 its own sources only, and a sync of one root never removes another's.
 
@@ -36,8 +36,8 @@ from typing import Literal
 
 from palace_retrievers.errors import PluginNotFoundError, SourceError
 from palace_retrievers.ids import root_prefix, split_source_key
+from palace_retrievers.ingest.mining import storable
 from palace_retrievers.ledger import Ledger, SourceState
-from palace_retrievers.mining import storable
 from palace_retrievers.sources import Skipped, Source
 
 
