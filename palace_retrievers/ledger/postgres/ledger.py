@@ -41,7 +41,9 @@ from palace_retrievers.ledger.postgres import text as fts
 from palace_retrievers.ledger.postgres.connection import PostgresConnection, PostgresOptions
 from palace_retrievers.ledger.postgres.dialect import POSTGRES
 from palace_retrievers.ledger.postgres.lock import AdvisoryWriterLock
+from palace_retrievers.ledger.postgres.schema import FULL_TEXT, gin_index
 from palace_retrievers.ledger.sql.ledger import SQLLedger
+from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES
 from palace_retrievers.writer_lock import PalaceLock
 
 if TYPE_CHECKING:
@@ -56,10 +58,7 @@ TOUCH_LOCK_TIMEOUT = "100ms"
 
 #: The full-text GIN indexes: name → (table, column).
 _FULL_TEXT_INDEXES = {
-    "drawers_grams": ("drawers", "grams"),
-    "drawers_words": ("drawers", "words"),
-    "memories_grams": ("memories", "grams"),
-    "memories_words": ("memories", "words"),
+    f"{table}_{column}": (table, column) for table in FULL_TEXT_TABLES for column in FULL_TEXT
 }
 
 
@@ -164,8 +163,8 @@ class PostgresLedger(PostgresConnection, SQLLedger):
         with self._write(bump=False) as conn:
             for index, (table, column) in _FULL_TEXT_INDEXES.items():
                 conn.execute(f"DROP INDEX IF EXISTS {index}")
-                conn.execute(f"CREATE INDEX {index} ON {table} USING gin ({column})")
-        for table in ("drawers", "memories"):
+                conn.execute(gin_index(table, column))
+        for table in FULL_TEXT_TABLES:
             last = 0
             while True:
                 with self._write(bump=False) as conn:

@@ -1,11 +1,14 @@
-"""The PostgreSQL ledger's schema, as an ordered list of migrations.
+"""The PostgreSQL ledger's schema: the one description
+(:mod:`~palace_retrievers.ledger.sql.tables`) in PostgreSQL's DDL.
 
 The same tables as the SQLite ledger (:mod:`palace_retrievers.ledger.sqlite.schema`), in one
 PostgreSQL schema per palace; every statement runs with ``search_path`` set to that
 schema alone, so the names here are unqualified. Migration ``n`` takes a ledger from
-version ``n - 1`` to ``n``; a ledger is migrated forward on open, one transaction per
-step (PostgreSQL's DDL is transactional: a step is applied whole or not at all), under
-the palace's advisory lock so that two processes opening it at once migrate it once.
+version ``n - 1`` to ``n`` (its first holds the description's steps 1 to 4, which the
+SQLite ledger took one at a time; each later step is one more); a ledger is migrated
+forward on open, one transaction per step (PostgreSQL's DDL is transactional: a step is
+applied whole or not at all), under the palace's advisory lock so that two processes
+opening it at once migrate it once.
 
 What differs from SQLite, and why:
 
@@ -27,187 +30,28 @@ What differs from SQLite, and why:
 
 from __future__ import annotations
 
-MIGRATIONS: tuple[str, ...] = (
-    # 1: everything the SQLite ledger has at its version 3.
-    """
-    CREATE TABLE meta (
-        key   text COLLATE "C" PRIMARY KEY,
-        value text NOT NULL
-    );
+from typing import ClassVar
 
-    CREATE TABLE sources (
-        wing              text COLLATE "C" NOT NULL,
-        source_key        text COLLATE "C" NOT NULL,
-        location          text NOT NULL,
-        content_hash      text NOT NULL,
-        mtime             double precision,
-        normalize_version integer NOT NULL,
-        mined_at          timestamptz NOT NULL,
-        drawer_count      integer NOT NULL DEFAULT 0,
-        root              text COLLATE "C",
-        plugin            text COLLATE "C",
-        PRIMARY KEY (wing, source_key)
-    );
-    CREATE INDEX sources_root ON sources (root, wing);
+from palace_retrievers.ledger.sql.ddl import (
+    Column,
+    FullText,
+    SchemaRenderer,
+    Step,
+    Table,
+    Type,
+    Watch,
+)
+from palace_retrievers.ledger.sql.tables import SCHEMA
 
-    CREATE TABLE drawers (
-        seq               bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-        id                text COLLATE "C" PRIMARY KEY,
-        text              text NOT NULL,
-        wing              text COLLATE "C" NOT NULL,
-        room              text COLLATE "C" NOT NULL,
-        source            text COLLATE "C" NOT NULL,
-        source_key        text COLLATE "C",
-        chunk_index       integer NOT NULL DEFAULT 0,
-        line_start        integer,
-        line_end          integer,
-        source_mtime      double precision,
-        normalize_version integer NOT NULL DEFAULT 0,
-        filed_at          timestamptz NOT NULL,
-        content_date      timestamptz,
-        ts                double precision NOT NULL,
-        user_id           text COLLATE "C" NOT NULL DEFAULT '',
-        kind              text COLLATE "C" NOT NULL DEFAULT 'drawer',
-        metadata          text NOT NULL DEFAULT '{}',
-        embedding         bytea,
-        embedding_model   text,
-        words             tsvector NOT NULL DEFAULT ''::tsvector,
-        grams             tsvector NOT NULL DEFAULT ''::tsvector,
-        FOREIGN KEY (wing, source_key) REFERENCES sources (wing, source_key)
-            ON DELETE CASCADE
-    );
-    CREATE INDEX drawers_place ON drawers (user_id, wing, room);
-    CREATE INDEX drawers_kind ON drawers (user_id, kind);
-    CREATE INDEX drawers_source ON drawers (wing, source_key, chunk_index);
-    CREATE INDEX drawers_by_source ON drawers (wing, source, chunk_index);
-    CREATE INDEX drawers_ts ON drawers (user_id, ts);
-    CREATE INDEX drawers_words ON drawers USING gin (words);
-    CREATE INDEX drawers_grams ON drawers USING gin (grams);
+#: The full-text columns of a table with text, each with a GIN index named
+#: ``<table>_<column>``.
+FULL_TEXT = ("words", "grams")
 
-    CREATE TABLE closets (
-        seq             bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-        id              text COLLATE "C" PRIMARY KEY,
-        line            text NOT NULL CHECK (char_length(line) <= 1500),
-        wing            text COLLATE "C" NOT NULL,
-        room            text COLLATE "C" NOT NULL,
-        source_key      text COLLATE "C",
-        user_id         text COLLATE "C" NOT NULL DEFAULT '',
-        extractor       text NOT NULL,
-        filed_at        timestamptz NOT NULL,
-        ts              double precision NOT NULL,
-        embedding       bytea,
-        embedding_model text
-    );
-    CREATE INDEX closets_user ON closets (user_id);
-    CREATE TABLE closet_drawers (
-        closet_id text COLLATE "C" NOT NULL REFERENCES closets (id) ON DELETE CASCADE,
-        drawer_id text COLLATE "C" NOT NULL REFERENCES drawers (id) ON DELETE CASCADE,
-        PRIMARY KEY (closet_id, drawer_id)
-    );
-    CREATE INDEX closet_drawers_drawer ON closet_drawers (drawer_id);
-
-    CREATE TABLE memories (
-        seq             bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-        id              text COLLATE "C" PRIMARY KEY,
-        text            text NOT NULL,
-        kind            text COLLATE "C" NOT NULL
-            CHECK (kind IN ('fact', 'preference', 'decision', 'summary', 'event')),
-        importance      double precision NOT NULL DEFAULT 0.5
-            CHECK (importance BETWEEN 0 AND 1),
-        tags            text NOT NULL DEFAULT '[]',
-        user_id         text COLLATE "C" NOT NULL DEFAULT '',
-        agent_id        text,
-        session_id      text,
-        wing            text COLLATE "C" NOT NULL DEFAULT '',
-        room            text COLLATE "C" NOT NULL DEFAULT '',
-        source_ids      text NOT NULL DEFAULT '[]',
-        slot            text COLLATE "C",
-        origin          text NOT NULL DEFAULT 'explicit',
-        created_at      timestamptz NOT NULL,
-        updated_at      timestamptz NOT NULL,
-        last_accessed   timestamptz,
-        access_count    integer NOT NULL DEFAULT 0,
-        expires_at      timestamptz,
-        status          text COLLATE "C" NOT NULL DEFAULT 'active'
-            CHECK (status IN ('active', 'pending', 'superseded', 'archived')),
-        superseded_by   text COLLATE "C",
-        status_at       timestamptz NOT NULL,
-        ts              double precision NOT NULL,
-        metadata        text NOT NULL DEFAULT '{}',
-        embedding       bytea,
-        embedding_model text,
-        words           tsvector NOT NULL DEFAULT ''::tsvector,
-        grams           tsvector NOT NULL DEFAULT ''::tsvector
-    );
-    CREATE INDEX memories_user ON memories (user_id, status, kind);
-    CREATE INDEX memories_slot ON memories (user_id, slot);
-    CREATE INDEX memories_superseded_by ON memories (superseded_by);
-    CREATE INDEX memories_words ON memories USING gin (words);
-    CREATE INDEX memories_grams ON memories USING gin (grams);
-
-    -- Every add, update, supersede, delete, archive and restore. No foreign key: the
-    -- history of a deleted memory stays (until its user is forgotten).
-    CREATE TABLE memory_history (
-        seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        memory_id  text COLLATE "C" NOT NULL,
-        user_id    text COLLATE "C" NOT NULL DEFAULT '',
-        event      text NOT NULL,
-        old_text   text,
-        new_text   text,
-        old_status text,
-        new_status text,
-        at         timestamptz NOT NULL,
-        detail     text NOT NULL DEFAULT '{}'
-    );
-    CREATE INDEX memory_history_memory ON memory_history (memory_id, seq);
-    CREATE INDEX memory_history_user ON memory_history (user_id);
-
-    -- The temporal knowledge graph: entities keyed by normalised name per owner; a
-    -- triple is open while valid_to is NULL.
-    CREATE TABLE entities (
-        user_id    text COLLATE "C" NOT NULL DEFAULT '',
-        key        text COLLATE "C" NOT NULL,
-        name       text NOT NULL,
-        type       text,
-        created_at timestamptz NOT NULL,
-        PRIMARY KEY (user_id, key)
-    );
-    CREATE TABLE triples (
-        seq           bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-        id            text COLLATE "C" PRIMARY KEY,
-        user_id       text COLLATE "C" NOT NULL DEFAULT '',
-        subject       text NOT NULL,
-        predicate     text COLLATE "C" NOT NULL,
-        object        text NOT NULL,
-        subject_key   text COLLATE "C" NOT NULL,
-        object_key    text COLLATE "C" NOT NULL,
-        valid_from    timestamptz,
-        valid_to      timestamptz,
-        confidence    double precision NOT NULL DEFAULT 1.0
-            CHECK (confidence BETWEEN 0 AND 1),
-        source_drawer text COLLATE "C",
-        source_memory text COLLATE "C",
-        origin        text NOT NULL DEFAULT 'explicit',
-        created_at    timestamptz NOT NULL,
-        ended_reason  text
-    );
-    CREATE INDEX triples_subject ON triples (user_id, subject_key, predicate);
-    CREATE INDEX triples_object ON triples (user_id, object_key);
-    CREATE INDEX triples_drawer ON triples (source_drawer);
-    CREATE INDEX triples_memory ON triples (source_memory);
-
-    -- Ids whose vector-index entry may not match the ledger yet (see the module's
-    -- docstring): written by the triggers below in the same transaction as the change.
-    CREATE SEQUENCE index_pending_seq;
-    CREATE TABLE index_pending (
-        collection text COLLATE "C" NOT NULL,
-        id         text COLLATE "C" NOT NULL,
-        seq        bigint NOT NULL DEFAULT nextval('index_pending_seq'),
-        PRIMARY KEY (collection, id)
-    );
-    -- SET search_path FROM CURRENT: the function finds this palace's index_pending
-    -- whatever the search_path of the session whose change fires it.
-    CREATE FUNCTION journal_change() RETURNS trigger LANGUAGE plpgsql
+#: Journals a change of a row under the collection its trigger names (``TG_ARGV[0]``),
+#: raising the entry's sequence number when it is there already. SET search_path FROM
+#: CURRENT: the function finds this palace's index_pending whatever the search_path of
+#: the session whose change fires it.
+_JOURNAL_CHANGE = """CREATE FUNCTION journal_change() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
     BEGIN
         IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND OLD.id IS DISTINCT FROM NEW.id) THEN
@@ -220,28 +64,80 @@ MIGRATIONS: tuple[str, ...] = (
         END IF;
         RETURN NULL;
     END
-    $$;
-    CREATE TRIGGER drawers_journal AFTER INSERT OR DELETE ON drawers
-        FOR EACH ROW EXECUTE FUNCTION journal_change('drawers');
-    -- An update journals a drawer when it touches its index entry (an upsert sets every
-    -- column), not when only its full text is rebuilt.
-    CREATE TRIGGER drawers_journal_update AFTER UPDATE OF
-        id, text, wing, room, source, user_id, kind, ts, embedding ON drawers
-        FOR EACH ROW EXECUTE FUNCTION journal_change('drawers');
-    CREATE TRIGGER closets_journal AFTER INSERT OR UPDATE OR DELETE ON closets
-        FOR EACH ROW EXECUTE FUNCTION journal_change('closets');
-    CREATE TRIGGER memories_journal AFTER INSERT OR DELETE ON memories
-        FOR EACH ROW EXECUTE FUNCTION journal_change('memories');
-    -- Only what changes the index entry (vector, status, the filter fields) journals an
-    -- update: a recall that bumps access_count must not send the memory back to the index.
-    CREATE TRIGGER memories_journal_update AFTER UPDATE OF
-        id, text, embedding, status, user_id, kind, wing, room, ts ON memories
-        FOR EACH ROW EXECUTE FUNCTION journal_change('memories');
+    $$"""
 
-    INSERT INTO meta VALUES ('generation', '0');
-    -- The version of postgres_text that wrote the words and grams columns.
-    INSERT INTO meta VALUES ('lexical_version', '1');
-    """,
-)
+
+def gin_index(table: str, column: str) -> str:
+    """The statement creating the GIN index of one of ``table``'s full-text columns."""
+    return f"CREATE INDEX {table}_{column} ON {table} USING gin ({column})"
+
+
+class PostgresSchema(SchemaRenderer):
+    """The description in PostgreSQL's DDL."""
+
+    name: ClassVar[str] = "postgres"
+    first: ClassVar[int] = 4
+    types: ClassVar[dict[Type, str]] = {
+        Type.TEXT: "text",
+        Type.KEY: 'text COLLATE "C"',
+        Type.INT: "integer",
+        Type.REAL: "double precision",
+        Type.TIME: "timestamptz",
+        Type.BYTES: "bytea",
+        Type.COUNTER: "bigint GENERATED ALWAYS AS IDENTITY",
+    }
+    length: ClassVar[str] = "char_length"
+
+    def key(self, table: Table, column: Column) -> str:
+        return "PRIMARY KEY" if column.primary else ""
+
+    def numbering(self, table: Table) -> list[str]:
+        return ["seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE"] if table.numbered else []
+
+    def extra_columns(self, table: Table, full_text: bool) -> list[str]:
+        """A table's full-text columns; the journal's number of each id's last change."""
+        columns = (
+            [f"{c} tsvector NOT NULL DEFAULT ''::tsvector" for c in FULL_TEXT] if full_text else []
+        )
+        if table.journal:
+            columns.append(f"seq bigint NOT NULL DEFAULT nextval('{table.name}_seq')")
+        return columns
+
+    def create(self, table: Table, full_text: bool) -> list[str]:
+        if not table.journal:
+            return super().create(table, full_text)
+        return [
+            f"CREATE SEQUENCE {table.name}_seq",
+            *super().create(table, full_text),
+            _JOURNAL_CHANGE,
+        ]
+
+    def full_text(self, text: FullText, step: Step) -> list[str]:
+        """The GIN indexes (and the columns, for a table that had no full text before)."""
+        columns: list[str] = []
+        if all(table.name != text.table for table in step.tables):
+            columns = [
+                f"ALTER TABLE {text.table} ADD COLUMN {c} tsvector NOT NULL DEFAULT ''::tsvector"
+                for c in FULL_TEXT
+            ]
+        return columns + [gin_index(text.table, c) for c in FULL_TEXT]
+
+    def watch(self, watch: Watch, step: Step) -> list[str]:
+        """``journal_change`` on every insert and delete, and on the updates watched (of
+        the id too: a changed id journals the old one)."""
+        table = watch.table
+        run = f"FOR EACH ROW EXECUTE FUNCTION journal_change('{table}')"
+        if watch.updates is None:
+            return [
+                f"CREATE TRIGGER {table}_journal AFTER INSERT OR UPDATE OR DELETE ON {table} {run}"
+            ]
+        columns = ", ".join(("id", *watch.updates))
+        return [
+            f"CREATE TRIGGER {table}_journal AFTER INSERT OR DELETE ON {table} {run}",
+            f"CREATE TRIGGER {table}_journal_update AFTER UPDATE OF {columns} ON {table} {run}",
+        ]
+
+
+MIGRATIONS: tuple[str, ...] = PostgresSchema().migrations(SCHEMA)
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -5,7 +5,7 @@ here once, with ``?`` placeholders, and run through a small :class:`Dialect` tha
 what differs: how a statement's placeholders are written, how a time is stored, how a
 list of ids is matched, the few functions whose names differ, and the full-text cells a
 PostgreSQL row carries. Each ledger keeps only what is its own: its connection and
-transactions, its schema, how it searches full text (``_full_text``), its vector-index
+transactions, its DDL for the one schema, how it searches full text (``_full_text``), its vector-index
 journal and how a memory's access is counted without waiting.
 
 - :mod:`.store`: :class:`SQLStore`, the base of the parts below (a dialect, reads and
@@ -16,4 +16,7 @@ journal and how a memory's access is counted without waiting.
   :mod:`.graph`: the record kinds; :mod:`.filters`: search filters as SQL.
 - :mod:`.ledger`: :class:`~.ledger.SQLLedger`, the parts composed, with the palace's
   facts, the export walk and the counts.
+- :mod:`.tables`: the schema, described once (tables, columns with portable types,
+  indexes, checks, full text, the journal's triggers) in the words of :mod:`.ddl`, which
+  each dialect renders as its migrations.
 """

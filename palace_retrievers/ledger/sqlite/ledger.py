@@ -23,19 +23,13 @@ from typing import Any
 
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
 from palace_retrievers.ledger.sql.ledger import SQLLedger
+from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES
 from palace_retrievers.ledger.sqlite.dialect import SQLITE
-from palace_retrievers.ledger.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from palace_retrievers.ledger.sqlite.schema import FULL_TEXT, MIGRATIONS, SCHEMA_VERSION, fts_table
 
 LEDGER_FILE = "ledger.sqlite3"
 
 log = logging.getLogger(__name__)
-
-#: The full-text tables of each table with text: words, then trigrams (Chinese etc.).
-_FULL_TEXT = (
-    ("drawers", ("drawers_fts", "drawers_trigram")),
-    ("memories", ("memories_fts", "memories_trigram")),
-)
-_TOKENIZERS = ("unicode61 remove_diacritics 2", "trigram")
 
 
 def _disk_full(exc: BaseException) -> bool:
@@ -228,8 +222,6 @@ class SQLiteLedger(SQLLedger):
                     "INSERT INTO schema_version VALUES (?, ?)",
                     (version, SQLITE.filed(datetime.now(UTC))),
                 )
-                if version == 1:
-                    db.execute("INSERT INTO meta VALUES ('generation', '0')")
 
     @property
     def schema_version(self) -> int:
@@ -317,8 +309,8 @@ class SQLiteLedger(SQLLedger):
 
     def lexical_problem(self) -> str | None:
         names = {r[0] for r in self._read("SELECT name FROM sqlite_master")}
-        for content, fts in _FULL_TEXT:
-            for table in fts:
+        for content in FULL_TEXT_TABLES:
+            for table in (f"{content}_{end}" for end, _ in FULL_TEXT):
                 if table not in names or f"{table}_docsize" not in names:
                     return f"the full-text table {table} is missing"
                 ((indexed,),) = self._read(f"SELECT count(*) FROM {table}_docsize")
@@ -329,12 +321,10 @@ class SQLiteLedger(SQLLedger):
 
     def rebuild_lexical(self) -> None:
         with self._write(bump=False) as db:
-            for content, fts in _FULL_TEXT:
-                for table, tokenize in zip(fts, _TOKENIZERS, strict=True):
-                    db.execute(
-                        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5 (text, "
-                        f"content = '{content}', content_rowid = 'rowid', tokenize = '{tokenize}')"
-                    )
+            for content in FULL_TEXT_TABLES:
+                for end, tokenize in FULL_TEXT:
+                    db.execute(fts_table(content, end, tokenize, if_missing=True))
+                    table = f"{content}_{end}"
                     db.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
 
     def _full_text(
