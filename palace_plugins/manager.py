@@ -3,6 +3,8 @@
 Every :class:`~palace_retrievers.Palace` owns one :class:`PluginManager`; nothing is
 global. Plugins are loaded lazily on first use. A plugin that raises while loading is
 logged, listed in :attr:`PluginManager.failures` and skipped: the palace still opens.
+A name registered as a reference (``"module:attribute"``) is imported when it is first
+looked up, so that loading the plugins imports only their small plugin modules.
 
 ``PALACE_PLUGINS`` (comma-separated entry-point names) limits which third-party plugins
 load; the built-ins, shipped in the ``palace-retrievers`` distribution, always load.
@@ -10,16 +12,25 @@ load; the built-ins, shipped in the ``palace-retrievers`` distribution, always l
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Generic, TypeVar
+from typing import cast
 
 import pluggy
 
 from palace_plugins import hookspecs
+from palace_plugins.factories import (
+    BackendFactory,
+    ClosetExtractorFactory,
+    EmbedderFactory,
+    MemoryExtractorFactory,
+    MemoryJudgeFactory,
+    SourceFactory,
+)
 from palace_retrievers.errors import PluginError, PluginNotFoundError
 
 log = logging.getLogger(__name__)
@@ -35,17 +46,41 @@ HOOKS = {
     "memory judge": "palace_register_memory_judges",
 }
 
-T = TypeVar("T")
 
-
-@dataclass(frozen=True, slots=True)
-class Provider(Generic[T]):
-    """One name a plugin registered: ``factory`` builds the thing."""
+@dataclass(slots=True)
+class Provider:
+    """One name a plugin registered: ``factory`` builds the thing; until the name is
+    used it may be a reference, ``"module:attribute"``, to import then."""
 
     name: str
-    factory: T
+    factory: object
     plugin: str
     builtin: bool
+
+    def load(self) -> object:
+        """The factory, imported (once) if it was registered as a reference.
+
+        Raises:
+            PluginError: the reference cannot be imported or names nothing callable.
+        """
+        if isinstance(self.factory, str):
+            module, _, attribute = self.factory.partition(":")
+            try:
+                found: object = importlib.import_module(module)
+                for part in attribute.split(".") if attribute else ():
+                    found = getattr(found, part)
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {self.plugin!r} registered {self.name!r} as {self.factory!r}, "
+                    f"which cannot be imported: {type(exc).__name__}: {exc}"
+                ) from exc
+            if not attribute or not callable(found):
+                raise PluginError(
+                    f"plugin {self.plugin!r} registered {self.name!r} as {self.factory!r}, "
+                    "which is not a factory (use 'module:attribute')"
+                )
+            self.factory = found
+        return self.factory
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +105,7 @@ class PluginFailure:
 
 
 @dataclass(slots=True)
-class Registry(Generic[T]):
+class Registry:
     """The names of one kind (backends, embedders, ...) and who provides them.
 
     A plain name resolves to its only provider. When several plugins register one name,
@@ -79,9 +114,9 @@ class Registry(Generic[T]):
     """
 
     kind: str
-    providers: dict[str, list[Provider[T]]] = field(default_factory=dict)
+    providers: dict[str, list[Provider]] = field(default_factory=dict)
 
-    def add(self, provider: Provider[T]) -> None:
+    def add(self, provider: Provider) -> None:
         self.providers.setdefault(provider.name, []).append(provider)
 
     def names(self) -> list[str]:
@@ -92,11 +127,12 @@ class Registry(Generic[T]):
                 out.extend(f"{p.plugin}:{name}" for p in providers if not p.builtin)
         return out
 
-    def get(self, name: str) -> T:
-        """The factory registered as ``name`` (or ``plugin:name``).
+    def get(self, name: str) -> object:
+        """The factory registered as ``name`` (or ``plugin:name``), imported if need be.
 
         Raises:
             PluginNotFoundError: no plugin provides ``name``.
+            PluginError: its reference cannot be imported.
         """
         plugin, _, plain = name.rpartition(":")
         candidates = self.providers.get(plain, [])
@@ -112,7 +148,7 @@ class Registry(Generic[T]):
         chosen = builtins[0] if builtins else candidates[0]
         if len(candidates) > 1:
             log.info("%s %r has several providers; using %s", self.kind, name, chosen.plugin)
-        return chosen.factory
+        return chosen.load()
 
 
 class PluginManager:
@@ -131,7 +167,7 @@ class PluginManager:
         self._loaded = False
         self._extra = list(plugins)
         self._dists: dict[str, tuple[str | None, str | None]] = {}
-        self._registries: dict[str, Registry[Any]] = {}
+        self._registries: dict[str, Registry] = {}
         self.failures: list[PluginFailure] = []
 
     # -- loading ------------------------------------------------------------------------
@@ -197,18 +233,18 @@ class PluginManager:
     def _is_builtin(self, plugin_name: str) -> bool:
         return self._dists.get(plugin_name, (None, None))[0] == BUILTIN_DISTRIBUTION
 
-    def registry(self, kind: str) -> Registry[Any]:
+    def registry(self, kind: str) -> Registry:
         """Everything registered for ``kind`` (``"backend"``, ``"embedder"``, ...)."""
         self._load()
         if kind not in self._registries:
-            registry: Registry[Any] = Registry(kind)
+            registry = Registry(kind)
             hook = getattr(self._pm.hook, HOOKS[kind])
             for impl in hook.get_hookimpls():
                 plugin_name = impl.plugin_name
                 builtin = self._is_builtin(plugin_name)
 
                 def register(
-                    name: str, factory: Any, _p: str = plugin_name, _b: bool = builtin
+                    name: str, factory: object, _p: str = plugin_name, _b: bool = builtin
                 ) -> None:
                     registry.add(Provider(name, factory, _p, _b))
 
@@ -221,23 +257,32 @@ class PluginManager:
             self._registries[kind] = registry
         return self._registries[kind]
 
-    def backend(self, name: str) -> Callable[..., Any]:
-        return self.registry("backend").get(name)  # type: ignore[no-any-return]
+    # The factories are the plugins' own: their types are what the hooks' ``register``
+    # asked for (checked by the plugin's type checker), not checked again here.
 
-    def embedder(self, name: str) -> Callable[..., Any]:
-        return self.registry("embedder").get(name)  # type: ignore[no-any-return]
+    def backend(self, name: str) -> BackendFactory:
+        """The factory of the vector index backend ``name``."""
+        return cast("BackendFactory", self.registry("backend").get(name))
 
-    def source(self, name: str) -> Callable[..., Any]:
-        return self.registry("source").get(name)  # type: ignore[no-any-return]
+    def embedder(self, name: str) -> EmbedderFactory:
+        """The factory of the embedder ``name``."""
+        return cast("EmbedderFactory", self.registry("embedder").get(name))
 
-    def closet_extractor(self, name: str) -> Callable[..., Any]:
-        return self.registry("closet extractor").get(name)  # type: ignore[no-any-return]
+    def source(self, name: str) -> SourceFactory:
+        """The factory of the source ``name``."""
+        return cast("SourceFactory", self.registry("source").get(name))
 
-    def memory_judge(self, name: str) -> Callable[..., Any]:
-        return self.registry("memory judge").get(name)  # type: ignore[no-any-return]
+    def closet_extractor(self, name: str) -> ClosetExtractorFactory:
+        """The factory of the closet extractor ``name``."""
+        return cast("ClosetExtractorFactory", self.registry("closet extractor").get(name))
 
-    def memory_extractor(self, name: str) -> Callable[..., Any]:
-        return self.registry("memory extractor").get(name)  # type: ignore[no-any-return]
+    def memory_judge(self, name: str) -> MemoryJudgeFactory:
+        """The factory of the memory judge ``name``."""
+        return cast("MemoryJudgeFactory", self.registry("memory judge").get(name))
+
+    def memory_extractor(self, name: str) -> MemoryExtractorFactory:
+        """The factory of the memory extractor ``name``."""
+        return cast("MemoryExtractorFactory", self.registry("memory extractor").get(name))
 
     def plugins(self) -> Iterator[PluginInfo]:
         """Every registered plugin, then every one that failed to load."""

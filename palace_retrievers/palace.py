@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-# The module, not the class: palace_plugins.manager imports this package while it loads,
-# so importing palace_plugins first must find the module here half-initialised.
-from palace_plugins import manager as plugin_manager
+from palace_plugins.manager import PluginManager
 from palace_retrievers import config as config_module
 from palace_retrievers.closets import Closet, ClosetExtractor, build_closets
 from palace_retrievers.config import Config
@@ -96,7 +94,7 @@ class Palace(PalaceMemories):
         config: Config,
         ledger: Ledger,
         embedder: Embedder,
-        plugins: plugin_manager.PluginManager,
+        plugins: PluginManager,
         indexes: IndexSet,
     ) -> None:
         self.path = path
@@ -190,7 +188,7 @@ class Palace(PalaceMemories):
                     "(or pass --palace / set PALACE_PATH)"
                 )
             palace_dir.mkdir(parents=True, exist_ok=True)
-        manager = plugin_manager.PluginManager(plugins=plugins)
+        manager = PluginManager(plugins=plugins)
         if isinstance(embedder, Embedder):
             emb: Any = embedder
         else:

@@ -40,7 +40,6 @@ from palace_plugins.builtin.reading import decode
 from palace_plugins.builtin.slack import CHANNEL_LISTS, SlackSource
 from palace_plugins.builtin.text import TextSource, transcript_turns
 from palace_plugins.builtin.tree import walk
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import SourceError
 from palace_retrievers.sources import Skipped, Source, SourceEntry, SourceFactory
@@ -196,8 +195,3 @@ class AutoSource(Source):
         known = {"max_file_bytes"} if name == "files" else OPTIONS
         options = {k: v for k, v in self._options.items() if k in known}
         yield from SOURCES[name](options).scan(path)
-
-
-@hookimpl(trylast=True)
-def palace_register_sources(register: Register) -> None:
-    register("auto", AutoSource)

@@ -51,7 +51,6 @@ from palace_plugins.builtin.conversations import (
     utc,
 )
 from palace_plugins.builtin.reading import Problems, array_items, decode, read_bytes, reported
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import digest
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
@@ -256,8 +255,3 @@ class ChatGPTSource(Source):
             yield SourceEntry(key=key, location=f"{file}#{ident}", mtime=mtime, read=read)
         if not count and problems.total == damage:
             problems.add(str(file), "empty ChatGPT export: no conversations")
-
-
-@hookimpl(trylast=True)
-def palace_register_sources(register: Register) -> None:
-    register("chatgpt", ChatGPTSource)

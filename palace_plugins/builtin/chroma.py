@@ -68,7 +68,6 @@ from palace_plugins.builtin.filter_fields import FieldCache, Fields
 from palace_plugins.builtin.hnsw_files import hnsw_problem
 from palace_plugins.builtin.server_names import namespace
 from palace_plugins.builtin.vector_catalog import VectorCatalog
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError, IndexUnavailableError
 from palace_retrievers.index import (
@@ -770,8 +769,3 @@ def _forget_failed_system(path: str) -> None:
     with SharedSystemClient._refcount_lock:
         if not SharedSystemClient._identifier_to_refcount.get(path):
             SharedSystemClient._identifier_to_system.pop(path, None)
-
-
-@hookimpl(trylast=True)
-def palace_register_backends(register: Register) -> None:
-    register("chroma", ChromaIndex)

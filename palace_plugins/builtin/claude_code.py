@@ -51,7 +51,6 @@ from palace_plugins.builtin.conversations import (
 )
 from palace_plugins.builtin.reading import Problems, file_lines, jsonl_records, reported
 from palace_plugins.builtin.tree import walk
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import SourceError
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
 
@@ -244,8 +243,3 @@ class ClaudeCodeSource(Source):
             mtime=path.stat().st_mtime,
             read=lambda: read_session(path, chunking=chunking, problems=problems),
         )
-
-
-@hookimpl(trylast=True)
-def palace_register_sources(register: Register) -> None:
-    register("claude-code", ClaudeCodeSource)

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.index import (
     BackendContext,
@@ -96,8 +95,3 @@ class ExactIndex(VectorIndex):
 
     def health(self) -> Health:
         return Health(ok=True, count=self.count(), detail="exact scan over the ledger")
-
-
-@hookimpl(trylast=True)
-def palace_register_backends(register: Register) -> None:
-    register("sqlite", ExactIndex)

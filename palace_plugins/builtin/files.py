@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from palace_plugins.builtin.tree import walk
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash
@@ -97,8 +96,3 @@ class FilesSource(Source):
             else:
                 parts = Path(rel).parts
                 yield self._entry(found, rel, parts[0] if len(parts) > 1 else DEFAULT_ROOM)
-
-
-@hookimpl(trylast=True)
-def palace_register_sources(register: Register) -> None:
-    register("files", FilesSource)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.memory.judges import MemoryJudge
 
 
@@ -18,8 +17,3 @@ def learned_judge(options: Mapping[str, Any] | None = None) -> MemoryJudge:
     from palace_retrievers.memory.learned.judge import LearnedJudge
 
     return LearnedJudge(options)
-
-
-@hookimpl(trylast=True)
-def palace_register_memory_judges(register: Register) -> None:
-    register("learned", learned_judge)

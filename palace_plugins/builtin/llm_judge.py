@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from palace_plugins.builtin.llm_memories import load_model, parse_json
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import PluginError
 from palace_retrievers.memory.judges import LABELS, JudgeContext, MemoryJudge, Opinion, Pair
@@ -87,8 +86,3 @@ class LLMJudge(MemoryJudge):
         if missing:
             raise PluginError(f"the llm memory judge gave no usable label for pairs {missing}")
         return [by_pair[n] for n in range(1, len(pairs) + 1)]
-
-
-@hookimpl(trylast=True)
-def palace_register_memory_judges(register: Register) -> None:
-    register("llm", LLMJudge)

@@ -36,7 +36,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.memory.extraction import (
@@ -249,8 +248,3 @@ class LLMMemoryExtractor(MemoryExtractor):
             content_date=date,
             triples=triples,
         )
-
-
-@hookimpl(trylast=True)
-def palace_register_memory_extractors(register: Register) -> None:
-    register("llm", LLMMemoryExtractor)

@@ -67,7 +67,6 @@ import numpy.typing as npt
 
 from palace_plugins.builtin._options import hnsw, merged, number
 from palace_plugins.builtin.server_names import namespace
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,
@@ -548,8 +547,3 @@ def _where_sql(where: Filter) -> tuple[Any, list[Any]]:
         parts.append(sql.SQL("ts <= %s"))
         params.append(where.until.timestamp())
     return sql.SQL(" AND ").join(parts), params
-
-
-@hookimpl(trylast=True)
-def palace_register_backends(register: Register) -> None:
-    register("pgvector", PgvectorIndex)

@@ -37,7 +37,6 @@ import numpy.typing as npt
 
 from palace_plugins.builtin._options import hnsw, merged, number
 from palace_plugins.builtin.server_names import namespace
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,
@@ -316,8 +315,3 @@ class QdrantIndex(VectorIndex):
             _LOCAL.release(self._path)
         else:
             client.close()
-
-
-@hookimpl(trylast=True)
-def palace_register_backends(register: Register) -> None:
-    register("qdrant", QdrantIndex)

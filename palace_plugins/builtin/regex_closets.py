@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.closets import ClosetEntry, ClosetExtractor
 from palace_retrievers.embedder import options_check
 from palace_retrievers.records import Drawer
@@ -144,8 +143,3 @@ class RegexClosetExtractor(ClosetExtractor):
 
 def _ids(drawers: Sequence[Drawer]) -> tuple[str, ...]:
     return tuple(d.id for d in drawers)
-
-
-@hookimpl(trylast=True)
-def palace_register_closet_extractors(register: Register) -> None:
-    register("regex", RegexClosetExtractor)

@@ -42,7 +42,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
 from palace_retrievers.memory.extraction import (
@@ -287,8 +286,3 @@ class RuleMemoryExtractor(MemoryExtractor):
             content_date=date,
             triples=(triple,) if triple else (),
         )
-
-
-@hookimpl(trylast=True)
-def palace_register_memory_extractors(register: Register) -> None:
-    register("rules", RuleMemoryExtractor)

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from palace_plugins.builtin import onnx_embedding
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.embedder import Embedder, Vectors, options_check, unit_rows
 from palace_retrievers.errors import ConfigError
 
@@ -178,8 +177,3 @@ class SentenceTransformerEmbedder(Embedder):
                     self._runtime = "torch"
                     return None
             return encoder
-
-
-@hookimpl(trylast=True)
-def palace_register_embedders(register: Register) -> None:
-    register("sentence-transformers", SentenceTransformerEmbedder)

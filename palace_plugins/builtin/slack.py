@@ -50,7 +50,6 @@ from typing import Any
 
 from palace_plugins.builtin.conversations import Chunking, Turn, packed, segments, utc
 from palace_plugins.builtin.reading import Problems, array_items, decode, read_bytes, reported
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash, digest
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
@@ -495,8 +494,3 @@ class SlackSource(Source):
                 mtime=day.mtime,
                 read=read,
             )
-
-
-@hookimpl(trylast=True)
-def palace_register_sources(register: Register) -> None:
-    register("slack", SlackSource)

@@ -51,7 +51,6 @@ from palace_plugins.builtin.reading import (
     reported,
 )
 from palace_plugins.builtin.tree import walk
-from palace_plugins.hookspecs import Register, hookimpl
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash, digest
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
@@ -266,8 +265,3 @@ class TextSource(Source):
                 mtime=mtime,
                 read=read,
             )
-
-
-@hookimpl(trylast=True)
-def palace_register_sources(register: Register) -> None:
-    register("text", TextSource)

@@ -35,6 +35,27 @@ def test_the_plugin_manager_finds_the_source() -> None:
     assert info.error is None
 
 
+def test_markitdown_is_imported_only_when_the_source_is_used() -> None:
+    """Loading the plugins (as every palace does when it opens) imports the small plugin
+    module only; markitdown comes with the first lookup of ``documents``."""
+    code = (
+        "import sys\n"
+        "from palace_plugins.manager import PluginManager\n"
+        "manager = PluginManager()\n"
+        "assert 'documents' in manager.registry('source').names()\n"
+        "print(sorted(m for m in sys.modules if 'markitdown' in m))\n"
+        "manager.source('documents')\n"
+        "print('markitdown' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.splitlines()
+    assert before == "['palace_markitdown', 'palace_markitdown.plugin']"
+    assert after == "True"
+
+
 def test_palace_plugins_lists_it(tmp_path: Path) -> None:
     """The console script, as a user runs it after ``pip install palace-markitdown``."""
     script = Path(sys.executable).with_name("palace")
