@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from palace_retrievers.ledger.postgres import text as postgres_text
+from palace_retrievers.ledger.postgres.schema import FULL_TEXT
 from palace_retrievers.ledger.sql.store import Cursor, Dialect, Session
 
 
@@ -46,8 +47,8 @@ class PostgresDialect(Dialect):
     outer_join: ClassVar[str] = "JOIN"
     same: ClassVar[str] = "IS NOT DISTINCT FROM"
     nulls_first: ClassVar[str] = "{0} NULLS FIRST"
-    text_columns: ClassVar[str] = ", words, grams"
-    text_marks: ClassVar[str] = ", ?::tsvector, ?::tsvector"
+    text_columns: ClassVar[tuple[str, ...]] = FULL_TEXT
+    text_mark: ClassVar[str] = "?::tsvector"
 
     def statement(self, sql: str) -> str:
         return _percent(sql)

@@ -32,15 +32,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from palace_retrievers.ledger.sql.ddl import (
-    Column,
-    FullText,
-    SchemaRenderer,
-    Step,
-    Table,
-    Type,
-    Watch,
-)
+from palace_retrievers.ledger.sql import ddl
 from palace_retrievers.ledger.sql.tables import SCHEMA
 
 #: The full-text columns of a table with text, each with a GIN index named
@@ -72,29 +64,29 @@ def gin_index(table: str, column: str) -> str:
     return f"CREATE INDEX {table}_{column} ON {table} USING gin ({column})"
 
 
-class PostgresSchema(SchemaRenderer):
+class PostgresSchema(ddl.SchemaRenderer):
     """The description in PostgreSQL's DDL."""
 
     name: ClassVar[str] = "postgres"
     first: ClassVar[int] = 4
-    types: ClassVar[dict[Type, str]] = {
-        Type.TEXT: "text",
-        Type.KEY: 'text COLLATE "C"',
-        Type.INT: "integer",
-        Type.REAL: "double precision",
-        Type.TIME: "timestamptz",
-        Type.BYTES: "bytea",
-        Type.COUNTER: "bigint GENERATED ALWAYS AS IDENTITY",
+    types: ClassVar[dict[ddl.Type, str]] = {
+        ddl.Type.TEXT: "text",
+        ddl.Type.KEY: 'text COLLATE "C"',
+        ddl.Type.INT: "integer",
+        ddl.Type.REAL: "double precision",
+        ddl.Type.TIME: "timestamptz",
+        ddl.Type.BYTES: "bytea",
+        ddl.Type.COUNTER: "bigint GENERATED ALWAYS AS IDENTITY",
     }
     length: ClassVar[str] = "char_length"
 
-    def key(self, table: Table, column: Column) -> str:
+    def key(self, table: ddl.Table, column: ddl.Column) -> str:
         return "PRIMARY KEY" if column.primary else ""
 
-    def numbering(self, table: Table) -> list[str]:
+    def numbering(self, table: ddl.Table) -> list[str]:
         return ["seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE"] if table.numbered else []
 
-    def extra_columns(self, table: Table, full_text: bool) -> list[str]:
+    def extra_columns(self, table: ddl.Table, full_text: bool) -> list[str]:
         """A table's full-text columns; the journal's number of each id's last change."""
         columns = (
             [f"{c} tsvector NOT NULL DEFAULT ''::tsvector" for c in FULL_TEXT] if full_text else []
@@ -103,7 +95,7 @@ class PostgresSchema(SchemaRenderer):
             columns.append(f"seq bigint NOT NULL DEFAULT nextval('{table.name}_seq')")
         return columns
 
-    def create(self, table: Table, full_text: bool) -> list[str]:
+    def create(self, table: ddl.Table, full_text: bool) -> list[str]:
         if not table.journal:
             return super().create(table, full_text)
         return [
@@ -112,7 +104,7 @@ class PostgresSchema(SchemaRenderer):
             _JOURNAL_CHANGE,
         ]
 
-    def full_text(self, text: FullText, step: Step) -> list[str]:
+    def full_text(self, text: ddl.FullText, step: ddl.Step) -> list[str]:
         """The GIN indexes (and the columns, for a table that had no full text before)."""
         columns: list[str] = []
         if all(table.name != text.table for table in step.tables):
@@ -122,7 +114,7 @@ class PostgresSchema(SchemaRenderer):
             ]
         return columns + [gin_index(text.table, c) for c in FULL_TEXT]
 
-    def watch(self, watch: Watch, step: Step) -> list[str]:
+    def watch(self, watch: ddl.Watch, step: ddl.Step) -> list[str]:
         """``journal_change`` on every insert and delete, and on the updates watched (of
         the id too: a changed id journals the old one)."""
         table = watch.table

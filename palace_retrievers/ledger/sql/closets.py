@@ -124,13 +124,8 @@ class SQLClosetStore(SQLStore, ClosetStore):
         return out
 
     def iter_closets(self, *, batch_size: int = 256) -> Iterator[list[Closet]]:
-        last, row = 0, self.sql.row
-        while rows := self._rows(
-            f"SELECT {row}, id, line, wing, room, coalesce(source_key, ''), user_id, extractor "
-            f"FROM closets WHERE {row} > ? ORDER BY {row} LIMIT ?",
-            (last, batch_size),
-        ):
-            last = rows[-1][0]
+        columns = "id, line, wing, room, coalesce(source_key, ''), user_id, extractor"
+        for rows in self._pages("closets", columns, batch_size):
             pointers = self.closet_pointers([r[1] for r in rows])
             yield [
                 Closet(

@@ -109,10 +109,11 @@ class SQLDrawerStore(SQLClosetStore, DrawerStore):
                     *sql.text_cells(text),
                 )
             )
-        replaced = [*_WRITTEN[1:], *(c.strip() for c in sql.text_columns.split(",")[1:])]
+        replaced = [*_WRITTEN[1:], *sql.text_columns]
+        columns, marks = sql.text_sql()
         db.executemany(
-            f"INSERT INTO drawers ({', '.join(_WRITTEN)}{sql.text_columns}) "
-            f"VALUES ({', '.join('?' * len(_WRITTEN))}{sql.text_marks}) "
+            f"INSERT INTO drawers ({', '.join(_WRITTEN)}{columns}) "
+            f"VALUES ({', '.join('?' * len(_WRITTEN))}{marks}) "
             f"ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in replaced)}",
             rows,
         )
@@ -290,11 +291,8 @@ class SQLDrawerStore(SQLClosetStore, DrawerStore):
         return [MinedRoot(w, r, p, int(n), int(d)) for w, r, p, n, d in rows]
 
     def get_drawers(self, ids: Sequence[str]) -> list[Drawer]:
-        found: dict[str, Drawer] = {}
-        for among, batch in self.sql.among("id", ids):
-            for row in self._rows(f"SELECT {DRAWER_COLUMNS} FROM drawers WHERE {among}", batch):
-                found[row[0]] = self._drawer(row)
-        return [found[i] for i in ids if i in found]
+        found = self._rows_by_id("drawers", DRAWER_COLUMNS, ids)
+        return [self._drawer(found[i]) for i in ids if i in found]
 
     def drawer_ids(self, where: Filter | None = None) -> list[str]:
         condition, params = where_sql(where)
@@ -304,23 +302,12 @@ class SQLDrawerStore(SQLClosetStore, DrawerStore):
         return [row[0] for row in rows]
 
     def iter_drawers(self, *, batch_size: int = 256) -> Iterator[list[Drawer]]:
-        last, row = 0, self.sql.row
-        while rows := self._rows(
-            f"SELECT {row}, {DRAWER_COLUMNS} FROM drawers WHERE {row} > ? ORDER BY {row} LIMIT ?",
-            (last, batch_size),
-        ):
-            last = rows[-1][0]
+        for rows in self._pages("drawers", DRAWER_COLUMNS, batch_size):
             yield [self._drawer(r[1:]) for r in rows]
 
     def drawer_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
-        out = {}
-        for among, batch in self.sql.among("id", ids):
-            for drawer_id, stored in self._rows(
-                f"SELECT id, embedding FROM drawers WHERE {among} AND embedding IS NOT NULL",
-                batch,
-            ):
-                out[drawer_id] = vector_of(stored)
-        return out
+        found = self._rows_by_id("drawers", "id, embedding", ids)
+        return {i: vector_of(stored) for i, (_, stored) in found.items() if stored is not None}
 
     def lexical(self, query: str, *, where: Filter, limit: int) -> list[tuple[str, float]]:
         condition, params = where_sql(where, "d")

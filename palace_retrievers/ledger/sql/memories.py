@@ -29,6 +29,7 @@ from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
 from palace_retrievers.ledger.sql.closets import delete_orphan_closets
 from palace_retrievers.ledger.sql.store import Session, SQLStore
+from palace_retrievers.ledger.sql.vectors import vector_of
 from palace_retrievers.records.memories import Memory, MemoryEvent
 
 _COLUMNS = memory_rows.MEMORY_COLUMNS
@@ -95,15 +96,16 @@ class SQLMemoryStore(SQLStore, MemoryStore):
                     *sql.text_cells(text),
                 )
             )
-        replaced = [*_FIELDS[1:], "ts", *(c.strip() for c in sql.text_columns.split(",")[1:])]
+        replaced = [*_FIELDS[1:], "ts", *sql.text_columns]
         updates = ", ".join(f"{c} = excluded.{c}" for c in replaced)
+        columns, marks = sql.text_sql()
         with self._transaction() as db:
             if if_mark is not None:
                 self._check_mark(db, *if_mark)
             db.executemany(
                 f"INSERT INTO memories ({_COLUMNS}, ts, embedding, embedding_model"
-                f"{sql.text_columns}) VALUES ({', '.join('?' * (len(_FIELDS) + 3))}"
-                f"{sql.text_marks}) ON CONFLICT (id) DO UPDATE SET {updates}, "
+                f"{columns}) VALUES ({', '.join('?' * (len(_FIELDS) + 3))}"
+                f"{marks}) ON CONFLICT (id) DO UPDATE SET {updates}, "
                 "embedding = coalesce(excluded.embedding, memories.embedding), "
                 "embedding_model = coalesce(excluded.embedding_model, memories.embedding_model)",
                 rows,
@@ -132,11 +134,8 @@ class SQLMemoryStore(SQLStore, MemoryStore):
     # -- reading ------------------------------------------------------------------------
 
     def get_memories(self, ids: Sequence[str]) -> list[Memory]:
-        found: dict[str, Memory] = {}
-        for among, batch in self.sql.among("id", ids):
-            for row in self._rows(f"SELECT {_COLUMNS} FROM memories WHERE {among}", batch):
-                found[row[0]] = self._memory(row)
-        return [found[i] for i in ids if i in found]
+        found = self._rows_by_id("memories", _COLUMNS, ids)
+        return [self._memory(found[i]) for i in ids if i in found]
 
     def list_memories(
         self,
@@ -158,12 +157,7 @@ class SQLMemoryStore(SQLStore, MemoryStore):
         return [self._memory(row) for row in self._rows(sql, args)]
 
     def iter_memories(self, *, batch_size: int = 256) -> Iterator[list[Memory]]:
-        last, row = 0, self.sql.row
-        while rows := self._rows(
-            f"SELECT {row}, {_COLUMNS} FROM memories WHERE {row} > ? ORDER BY {row} LIMIT ?",
-            (last, batch_size),
-        ):
-            last = rows[-1][0]
+        for rows in self._pages("memories", _COLUMNS, batch_size):
             yield [self._memory(r[1:]) for r in rows]
 
     def count_memories(self, *, user_id: str | None = None) -> dict[str, int]:
@@ -177,14 +171,8 @@ class SQLMemoryStore(SQLStore, MemoryStore):
         return {status: int(count) for status, count in rows}
 
     def memory_vectors(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
-        out = {}
-        for among, batch in self.sql.among("id", ids):
-            for memory_id, blob in self._rows(
-                f"SELECT id, embedding FROM memories WHERE {among} AND embedding IS NOT NULL",
-                batch,
-            ):
-                out[memory_id] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
-        return out
+        found = self._rows_by_id("memories", "id, embedding", ids)
+        return {i: vector_of(stored) for i, (_, stored) in found.items() if stored is not None}
 
     def nearest_memories(
         self,

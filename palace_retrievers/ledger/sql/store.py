@@ -69,10 +69,10 @@ class Dialect(ABC):
     same: ClassVar[str]
     #: Order by a column, its NULLs first (``{}`` is the column).
     nulls_first: ClassVar[str]
-    #: The full-text columns a drawer or memory row carries beyond its fields, and their
-    #: placeholders (empty where the database keeps full text itself).
-    text_columns: ClassVar[str]
-    text_marks: ClassVar[str]
+    #: The full-text columns a drawer or memory row carries beyond its fields (none
+    #: where the database keeps full text itself), and a placeholder for a value of one.
+    text_columns: ClassVar[tuple[str, ...]] = ()
+    text_mark: ClassVar[str] = "?"
 
     @abstractmethod
     def statement(self, sql: str) -> str:
@@ -104,6 +104,14 @@ class Dialect(ABC):
     def clean(self, text: str) -> str:
         """``text`` as the database can hold it."""
 
+    def text_sql(self) -> tuple[str, str]:
+        """What follows a row's own columns and placeholders in an ``INSERT`` for
+        :attr:`text_columns` (``, words, grams`` and theirs; both empty for none)."""
+        return (
+            "".join(f", {column}" for column in self.text_columns),
+            "".join(f", {self.text_mark}" for _ in self.text_columns),
+        )
+
     @abstractmethod
     def text_cells(self, text: str) -> tuple[Any, ...]:
         """The cells of :attr:`text_columns` for a row of this (cleaned) text."""
@@ -130,6 +138,25 @@ class SQLStore:
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one statement written with ``?``."""
         return self._read(self.sql.statement(sql), params)
+
+    def _rows_by_id(self, table: str, columns: str, ids: Sequence[str]) -> dict[str, Any]:
+        """The rows of ``table`` (its ``columns``, ``id`` first) whose id is in ``ids``."""
+        found: dict[str, Any] = {}
+        for among, batch in self.sql.among("id", ids):
+            rows = self._rows(f"SELECT {columns} FROM {table} WHERE {among}", batch)
+            found.update((row[0], row) for row in rows)
+        return found
+
+    def _pages(self, table: str, columns: str, batch_size: int) -> Iterator[list[Any]]:
+        """Every row of ``table`` (its ``columns``, led by the row's number) in insertion
+        order, ``batch_size`` rows at a time."""
+        last, row = 0, self.sql.row
+        while rows := self._rows(
+            f"SELECT {row}, {columns} FROM {table} WHERE {row} > ? ORDER BY {row} LIMIT ?",
+            (last, batch_size),
+        ):
+            last = rows[-1][0]
+            yield rows
 
     @contextmanager
     def _transaction(self, *, bump: bool = True) -> Iterator[Session]:

@@ -25,8 +25,6 @@ class SQLiteDialect(Dialect):
     outer_join: ClassVar[str] = "CROSS JOIN"
     same: ClassVar[str] = "IS"
     nulls_first: ClassVar[str] = "{0} IS NOT NULL, {0}"
-    text_columns: ClassVar[str] = ""
-    text_marks: ClassVar[str] = ""
 
     def statement(self, sql: str) -> str:
         return sql

@@ -71,14 +71,12 @@ class SQLiteSchema(SchemaRenderer):
     """The description in SQLite's DDL."""
 
     name: ClassVar[str] = "sqlite"
+    #: SQLite's storage classes: a time is ISO-8601 text, a counter the integer rowid.
     types: ClassVar[dict[Type, str]] = {
-        Type.TEXT: "TEXT",
-        Type.KEY: "TEXT",
-        Type.INT: "INTEGER",
+        **dict.fromkeys((Type.TEXT, Type.KEY, Type.TIME), "TEXT"),
+        **dict.fromkeys((Type.INT, Type.COUNTER), "INTEGER"),
         Type.REAL: "REAL",
-        Type.TIME: "TEXT",
         Type.BYTES: "BLOB",
-        Type.COUNTER: "INTEGER",
     }
     length: ClassVar[str] = "length"
 
