@@ -13,7 +13,8 @@ its vector-index journal and how a memory's access is counted without waiting.
   dialects are in :mod:`palace_retrievers.ledger.sqlite` and
   :mod:`palace_retrievers.ledger.postgres`, beside what else is each database's own).
 - :mod:`.drawers` (with :mod:`.closets`), :mod:`.vectors`, :mod:`.memories`,
-  :mod:`.graph`: the record kinds; :mod:`.filters`: search filters as SQL.
+  :mod:`.graph`: the record kinds, with :mod:`.memory_rows` and :mod:`.graph_rows`,
+  their records as rows; :mod:`.filters`: search filters as SQL.
 - :mod:`.ledger`: :class:`~.ledger.SQLLedger`, the parts composed, with the palace's
   facts, the export walk and the counts.
 - :mod:`.tables`: the schema, described once (tables, columns with portable types,

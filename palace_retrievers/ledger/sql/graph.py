@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.ledger import graph_rows
 from palace_retrievers.ledger.graph_store import GraphStore
+from palace_retrievers.ledger.sql import graph_rows
 from palace_retrievers.ledger.sql.store import Dialect, Session, SQLStore
 from palace_retrievers.records.triples import GraphStats, Triple
 

@@ -25,8 +25,8 @@ import numpy.typing as npt
 
 from palace_retrievers.errors import InvalidQueryError
 from palace_retrievers.ids import source_key
-from palace_retrievers.ledger import memory_rows
 from palace_retrievers.ledger.memory_store import CURRENT, MemoryStore
+from palace_retrievers.ledger.sql import memory_rows
 from palace_retrievers.ledger.sql.closets import delete_orphan_closets
 from palace_retrievers.ledger.sql.store import Session, SQLStore
 from palace_retrievers.ledger.sql.vectors import vector_of
