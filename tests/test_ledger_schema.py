@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from palace_retrievers.ledger.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
+from palace_retrievers.ledger.postgres.schema import PostgresSchema
+from palace_retrievers.ledger.sql.ddl import Column, FullText, Index, Part, Table, Type, Watch
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.ledger.sqlite.schema import SCHEMA_VERSION as SQLITE_VERSION
+from palace_retrievers.ledger.sqlite.schema import SQLiteSchema
 from palace_retrievers.records import Filter
 
 if TYPE_CHECKING:
@@ -207,3 +210,78 @@ def test_the_postgres_schema_is_the_frozen_one(
         assert ledger.stats().drawers == 0
     finally:
         ledger.close()
+
+
+# -- a later step ---------------------------------------------------------------------------
+
+#: A description with a step after PostgreSQL's first migration: a table at step 1; at step
+#: 5 a column, an index, full text and the journal's watch added to it.
+LATER: tuple[Part, ...] = (
+    Table(
+        "notes",
+        (
+            Column("id", Type.KEY, primary=True),
+            Column("text", Type.TEXT),
+            Column("tag", Type.KEY, null=True, since=5),
+        ),
+        numbered=True,
+    ),
+    Table(
+        "index_pending",
+        (Column("collection", Type.KEY), Column("id", Type.KEY)),
+        ("collection", "id"),
+        journal=True,
+    ),
+    Index("notes_tag", "notes", ("tag",), since=5),
+    FullText("notes", since=5),
+    Watch("notes", ("text", "tag"), since=5),
+)
+
+
+def test_a_later_step_migrates_an_sqlite_ledger_on_its_own() -> None:
+    migrations = SQLiteSchema().migrations(LATER)
+    assert len(migrations) == 5
+    assert migrations[1:4] == ("", "", "")
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript(migrations[0])
+    db.execute("INSERT INTO notes (id, text) VALUES ('n1', 'before the step')")
+    db.executescript(migrations[4])
+    db.execute("INSERT INTO notes_fts (notes_fts) VALUES ('rebuild')")
+    db.execute("INSERT INTO notes (id, text, tag) VALUES ('n2', 'after the step', 't')")
+    found = "SELECT n.id FROM notes_fts f JOIN notes n ON n.rowid = f.rowid WHERE notes_fts MATCH ?"
+    assert db.execute(found, ("step",)).fetchall() == [("n1",), ("n2",)]
+    db.execute("UPDATE notes SET tag = 'u' WHERE id = 'n1'")
+    assert db.execute("SELECT id FROM index_pending ORDER BY id").fetchall() == [("n1",), ("n2",)]
+    assert "notes_tag" in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    db.close()
+
+
+def test_a_later_step_is_a_second_postgres_migration(postgres: PostgresService) -> None:
+    import psycopg
+
+    migrations = PostgresSchema().migrations(LATER)
+    assert len(migrations) == 2
+    schema = f"ledger_later_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(postgres.url, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+            conn.execute(f"SET search_path TO {schema}")
+            conn.execute(migrations[0])
+            conn.execute("INSERT INTO notes (id, text) VALUES ('n1', 'before')")
+            conn.execute(migrations[1])
+            conn.execute("UPDATE notes SET tag = 't' WHERE id = 'n1'")
+            conn.execute("INSERT INTO notes (id, text) VALUES ('n2', 'after')")
+            rows = conn.execute("SELECT id FROM index_pending ORDER BY id").fetchall()
+            assert rows == [("n1",), ("n2",)]
+            columns = conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = %s AND table_name = 'notes' ORDER BY ordinal_position",
+                (schema,),
+            ).fetchall()
+            assert [c[0] for c in columns] == ["seq", "id", "text", "tag", "words", "grams"]
+            indexes = conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,)
+            ).fetchall()
+            assert {"notes_tag", "notes_words", "notes_grams"} <= {i[0] for i in indexes}
+    finally:
+        postgres.sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -6,9 +6,11 @@ full text, and the temporal knowledge graph. Step 4: drawers looked up by source
 neighbour and drawer-grep stages of a search ask for a source's drawers in chunk order;
 without that index it was a scan of every drawer of the wing: seconds at 50,000 drawers).
 
-The two ledgers differ in a few indexes, each marked with the one that has it: the
-PostgreSQL ledger, written later for palaces shared by many users, leads its drawer
-indexes with the owner.
+A part of a step that ledgers already have is never changed: a change is a new step
+(``tests/test_ledger_schema.py`` holds what is rendered to the DDL existing ledgers were
+made with). The two ledgers differ in a few indexes, each marked with the one that has
+it: the PostgreSQL ledger, written later for palaces shared by many users, leads its
+drawer indexes with the owner.
 """
 
 from __future__ import annotations
