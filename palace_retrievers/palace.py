@@ -1,63 +1,63 @@
 """The :class:`Palace`: one palace's ledger, vector indexes, embedder and plugins.
 
-The facade is thin: it wires the parts together at :meth:`Palace.open` and delegates.
-Nothing here is global; two palaces with different backends live in one process.
+The facade is thin: :meth:`Palace.open` wires the parts together, and each method
+delegates to one of the collaborators a palace holds (:mod:`palace_retrievers.facade`):
+its drawers, its searches, its memories (with
+:class:`~palace_retrievers.memory.remembering.Remembering`, the memory lifecycle), its
+knowledge graph (``palace.kg``) and its writer. Nothing here is global; two palaces with
+different backends live in one process.
+
+This module is longer than most (about 800 lines) because it is the public API: each
+method's signature and documentation are here, and each body is one delegating call.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from palace_plugins.manager import PluginManager
 from palace_retrievers import config as config_module
-from palace_retrievers.closets import Closet, ClosetExtractor, build_closets
+from palace_retrievers.closets import ClosetExtractor
 from palace_retrievers.config import Config
-from palace_retrievers.embedder import Embedder, Vectors, unit_rows
-from palace_retrievers.errors import (
-    EmbedderMismatchError,
-    InvalidQueryError,
-    PalaceBusyError,
-    PalaceError,
-    PalaceNotFoundError,
-    PluginError,
-    PluginNotFoundError,
-)
-from palace_retrievers.graph.knowledge_graph import KnowledgeGraph
-from palace_retrievers.ids import text_id
-from palace_retrievers.index import COLLECTIONS
-from palace_retrievers.ingest.mining import Miner, MineReport, resolve_root, storable
-from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
-from palace_retrievers.ledger import Ledger, LedgerStats, SourceState
+from palace_retrievers.embedder import Embedder, Vectors
+from palace_retrievers.errors import PalaceNotFoundError, PluginError
+from palace_retrievers.facade.drawers import Drawers, where
+from palace_retrievers.facade.filing import Filing
+from palace_retrievers.facade.memories import Memories, nearest
+from palace_retrievers.facade.model import Model
+from palace_retrievers.facade.searching import Searching
+from palace_retrievers.facade.selected import SelectedPlugins
+from palace_retrievers.facade.writer import Writer
+from palace_retrievers.graph import KnowledgeGraph
+from palace_retrievers.ingest.mining import MineReport
+from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner, SyncReport
+from palace_retrievers.ledger import Ledger, LedgerStats
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
 from palace_retrievers.memory.extraction import MemoryExtractor
 from palace_retrievers.memory.judges import MemoryJudge
-from palace_retrievers.memory.recall import Recall, merge
+from palace_retrievers.memory.recall import Recall
 from palace_retrievers.memory.remembering import Remembering
-from palace_retrievers.palace_memories import PalaceMemories
-from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, Hit, utc
-from palace_retrievers.search import SearchPipeline, check_query
+from palace_retrievers.records import Drawer, Hit
+from palace_retrievers.records.memories import (
+    ForgetReport,
+    GcReport,
+    Memory,
+    MemoryEvent,
+    Remembered,
+)
+from palace_retrievers.search import SearchPipeline
 from palace_retrievers.search.indexes import IndexSet, IndexStatus, Progress
-from palace_retrievers.sources import PALACE_SETTINGS
-from palace_retrievers.writer_lock import LONG_WRITES
-
-log = logging.getLogger(__name__)
 
 DEFAULT_PATH = Path("~/.palace/default")
-#: Metadata keys of :meth:`Palace.add_texts` that fill drawer fields instead of metadata.
-DRAWER_FIELDS = ("wing", "room", "source", "user_id", "content_date", "kind", "chunk_index")
+
+Time = datetime | date | str | float | int
 
 
 def default_path() -> Path:
@@ -80,11 +80,13 @@ class PalaceStats:
     plugin_failures: list[str]
 
 
-class Palace(PalaceMemories):
+class Palace:
     """A palace on disk. Open one with :meth:`Palace.open`; close it (or use ``with``).
 
-    The memory methods (``remember``, ``memories``, ``gc``, ``context``, ``forget``, …)
-    are documented in :class:`~palace_retrievers.palace_memories.PalaceMemories`.
+    Names that mean three things are said plainly: :meth:`delete_drawers` removes
+    drawers for good, :meth:`archive_memory` archives a memory (:meth:`restore` brings it
+    back), :meth:`forget_memories` removes memories for good, and :meth:`forget` removes
+    everything of a user. :meth:`delete` and :meth:`delete_memory` are their older names.
     """
 
     def __init__(
@@ -103,34 +105,71 @@ class Palace(PalaceMemories):
         self.embedder = embedder
         self.plugins = plugins
         self.indexes = indexes
-        self._extractor: ClosetExtractor | None = None
-        self._memory_extractor: MemoryExtractor | None = None
-        self._memory_judge: MemoryJudge | None = None
-        self._writer = ledger.writer_lock(path)
-        # What searches ask of an owner, per ledger generation (see _owner_state).
-        self._state_generation = -1
-        self._owner_states: dict[tuple[str, str | None], bool] = {}
-        # The full-text stage of a search runs here while the query is embedded.
-        self._aside: ThreadPoolExecutor | None = None
-        self._aside_lock = threading.Lock()
+        self.kg = KnowledgeGraph(ledger, single_valued=config.graph.single_valued)
+        """The temporal knowledge graph (see :class:`~palace_retrievers.graph.KnowledgeGraph`)."""
+        self._model = Model(embedder=embedder, ledger=ledger)
+        self._writer = Writer(
+            path=path, ledger=ledger, indexes=indexes, lock_timeout=config.mining.lock_timeout
+        )
+        self._selected = SelectedPlugins(manager=plugins, config=config)
         self._pipeline = SearchPipeline(
-            ledger=ledger, indexes=indexes, embed_query=self._embed_query, config=config.search
+            ledger=ledger,
+            indexes=indexes,
+            embed_query=self._model.embed_query,
+            config=config.search,
         )
         self._recall = Recall(
             ledger=ledger, indexes=indexes, config=config.memory, search=config.search
         )
-        self.kg = KnowledgeGraph(ledger, single_valued=config.graph.single_valued)
-        """The temporal knowledge graph (see :class:`~palace_retrievers.graph.KnowledgeGraph`)."""
         self._remembering = Remembering(
             ledger=ledger,
             config=config,
-            embed=self._embed,
+            embed=self._model.embed,
             model=embedder.model_name,
-            writing=partial(self.writing, queue=True),
-            sync_index=self._sync_held,
-            claim_model=self._claim_model,
-            judge=self.memory_judge,
-            nearest=self._nearest_memories,
+            writing=partial(self._writer.writing, queue=True),
+            sync_index=self._writer.sync_held,
+            claim_model=self._model.claim,
+            judge=self._selected.memory_judge,
+            nearest=partial(nearest, ledger, indexes),
+        )
+        self._memories = Memories(
+            config=config,
+            ledger=ledger,
+            indexes=indexes,
+            kg=self.kg,
+            remembering=self._remembering,
+            recall=self._recall,
+            model=self._model,
+            writer=self._writer,
+            selected=self._selected,
+            search=self.search,
+        )
+        self._searching = Searching(
+            config=config,
+            ledger=ledger,
+            indexes=indexes,
+            model=self._model,
+            pipeline=self._pipeline,
+            recall=self._recall,
+            kg=self.kg,
+            touch=self._memories.touch,
+        )
+        self._filing = Filing(
+            config=config,
+            ledger=ledger,
+            model=self._model,
+            writer=self._writer,
+            selected=self._selected,
+            extract_memories=self._memories.extract,
+        )
+        self._drawers = Drawers(
+            config=config,
+            ledger=ledger,
+            indexes=indexes,
+            model=self._model,
+            writer=self._writer,
+            selected=self._selected,
+            filing=self._filing,
         )
 
     # -- opening ------------------------------------------------------------------------
@@ -147,6 +186,7 @@ class Palace(PalaceMemories):
         plugins: Iterable[object] = (),
         create: bool = True,
         check_model: bool = True,
+        exact_below: int = 0,
     ) -> Palace:
         """Open (or create) the palace at ``path``.
 
@@ -161,6 +201,10 @@ class Palace(PalaceMemories):
             create: Create the palace when the directory holds none.
             check_model: Refuse a palace built with another embedding model (turned off
                 only by :meth:`reindex`, which re-embeds).
+            exact_below: Search a collection (drawers, closets, memories) holding fewer
+                vectors by an exact scan of the ledger, without opening its index until
+                something writes it: what a one-shot command does, for which opening an
+                embedded index costs more than scanning a small palace (0: never).
 
         Raises:
             PalaceNotFoundError: no palace at ``path`` and ``create`` is false.
@@ -204,7 +248,7 @@ class Palace(PalaceMemories):
                     config_module.render(cfg), encoding="utf-8"
                 )
             if check_model:
-                _check_model(ledger, emb)
+                check_model(ledger, emb)
             indexes = IndexSet(
                 backend=cfg.backend,
                 factory=backend_factory,
@@ -213,6 +257,7 @@ class Palace(PalaceMemories):
                 ledger=ledger,
                 dimension=emb.dimension,
                 options=cfg.backend_options(),
+                exact_below=exact_below,
             )
         except BaseException:
             ledger.close()
@@ -228,10 +273,7 @@ class Palace(PalaceMemories):
 
     def close(self) -> None:
         """Close the indexes and the ledger."""
-        with self._aside_lock:
-            if self._aside is not None:
-                self._aside.shutdown(wait=True)
-                self._aside = None
+        self._searching.close()
         self.indexes.close()
         self.ledger.close()
 
@@ -241,22 +283,7 @@ class Palace(PalaceMemories):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- writing ------------------------------------------------------------------------
-
-    def _embed(self, texts: Sequence[str]) -> Vectors:
-        vectors = self.embedder.embed_documents(list(texts))
-        return unit_rows(vectors, dimension=self.embedder.dimension, count=len(texts))
-
-    def _embed_query(self, text: str) -> Vectors:
-        vector = self.embedder.embed_query(text)
-        unit: Vectors = unit_rows(vector, dimension=self.embedder.dimension, count=1)[0]
-        return unit
-
-    def _claim_model(self) -> None:
-        """Record the embedding model when the palace gets its first vectors."""
-        if self.ledger.get_meta("embedding_model") != self.embedder.model_name:
-            self.ledger.set_meta("embedding_model", self.embedder.model_name)
-            self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
+    # -- writing -----------------------------------------------------------------
 
     @contextmanager
     def writing(
@@ -280,169 +307,18 @@ class Palace(PalaceMemories):
         Raises:
             PalaceBusyError: another process still writes after ``timeout`` seconds.
         """
-        first = not self._writer.held
-        wait = self.config.mining.lock_timeout if timeout is None else timeout
-        if first and queue and self._long_write_elsewhere():
-            yield  # the ledger is written, the index left to the lock's holder
-            self._sync_after_release(operation)
-            return
-        with self._writer.hold(operation, timeout=wait):
-            if first:
-                self._repair_lexical()
-                self._sync_index()
+        with self._writer.writing(operation, timeout=timeout, queue=queue):
             yield
-        if first:
-            self._sync_after_release(operation)
 
-    def _long_write_elsewhere(self) -> bool:
-        """Whether another process holds the writer lock for a long write."""
-        holder = self._writer.holder()
-        if holder is None or holder.is_this_process or holder.operation not in LONG_WRITES:
-            return False
-        try:
-            with self._writer.hold("check", timeout=0.0):
-                return False  # it had just finished
-        except PalaceBusyError:
-            return True
+    def _embed(self, texts: Sequence[str]) -> Vectors:
+        """Unit rows of ``texts`` by the palace's model (tests and benchmarks use it)."""
+        return self._model.embed(texts)
 
-    def _sync_after_release(self, operation: str) -> None:
-        """Apply what queued writes journalled while (or after) this process wrote.
+    def _embed_query(self, text: str) -> Vectors:
+        """The unit vector of a query by the palace's model."""
+        return self._model.embed_query(text)
 
-        A queued write that finds the lock taken leaves its journal entries to the
-        holder; the holder looks again here, after letting the lock go, so that an
-        entry committed after its last batch is not left for the next writer. If the
-        lock is taken by then, its new holder applies the journal when it starts.
-        """
-        if self._writer.held or not self._index_lags():
-            return
-        try:
-            with self._writer.hold(operation, timeout=0.0):
-                self._sync_index()
-        except PalaceBusyError:
-            pass  # the holder replays the journal when it starts and after each batch
-        except PalaceError as exc:  # an index that is down: the journal keeps the ids
-            log.warning("the vector index was not brought up to the ledger (%s)", exc)
-
-    def _index_lags(self) -> bool:
-        """Whether the ledger's journal holds ids not yet applied to an index."""
-        return any(self.ledger.pending_index(c, limit=1) for c in COLLECTIONS)
-
-    def _sync_held(self) -> int:
-        """:meth:`_sync_index` when this thread holds the writer lock (a queued write
-        leaves the journal to the holder)."""
-        return self._sync_index() if self._writer.held else 0
-
-    def _nearest_memories(
-        self, vector: Vectors, user_id: str | None, k: int
-    ) -> list[tuple[str, float]]:
-        """The owner's active memories nearest ``vector`` (a new memory's dedupe
-        candidates): the vector index's ``k`` best, and, scored exactly, those the journal
-        still holds for the index (filed by another process's queued write, or by a write
-        whose index update failed), so that a duplicate of either is still noticed."""
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        found = {
-            m.id: m.similarity
-            for m in self.indexes.query(
-                "memories", vector=query, k=k, where=Filter(user_id=user_id)
-            )
-        }
-        waiting = self.ledger.pending_index("memories", limit=4096)
-        for memory_id, stored in self.ledger.memory_vectors(waiting).items():
-            if stored.shape == query.shape:
-                found[memory_id] = float(stored @ query)
-        return sorted(found.items(), key=lambda pair: (-pair[1], pair[0]))
-
-    def _repair_lexical(self) -> None:
-        """Rebuild the full-text index when it is missing or disagrees with the ledger
-        (a dropped or emptied table), before anything is written through it."""
-        problem = self.ledger.lexical_problem()
-        if problem is not None:
-            log.warning("rebuilding the full-text index: %s", problem)
-            self.ledger.rebuild_lexical()
-
-    def _sync_index(self) -> int:
-        """Bring the vector indexes up to the ledger; returns how many ids were applied.
-
-        The ledger journals every drawer and closet id it changes, in the same transaction
-        as the change (``index_pending``). Here each journalled id is upserted into its
-        index from the ledger, or deleted from it when the ledger no longer holds it,
-        and then struck from the journal. Every write ends with this, and every writer
-        starts with it, so a writer killed between its ledger commit and its index
-        update leaves nothing behind that the next one does not repair.
-        """
-        applied = 0
-        for collection in COLLECTIONS:
-            while ids := self.ledger.pending_index(collection, limit=2048):
-                entries = self.ledger.index_entries(collection, ids)
-                present = {e.id for e in entries}
-                self.indexes.delete(collection, [i for i in ids if i not in present])
-                self.indexes.upsert(collection, entries)
-                self.ledger.clear_pending(collection, ids)
-                applied += len(ids)
-        return applied
-
-    def _recover(self) -> None:
-        """Start of a long write: replay the journal, then rebuild any index that still
-        disagrees with the ledger (lost or damaged files), so that what is mined next
-        lands in an index that can be trusted."""
-        if self._sync_index():
-            log.info("replayed the index journal left by an interrupted write")
-        degraded = self.indexes.check()
-        for _ in range(3):
-            # A memory write queued by another process between the replay and the check
-            # reads as a count that disagrees: replay what it journalled and look again.
-            if not degraded or not self._sync_index():
-                break
-            degraded = self.indexes.check()
-        if degraded:
-            log.warning("rebuilding the vector indexes from the ledger: %s", degraded)
-            self.indexes.rebuild()
-            # What the journal still holds was applied by the rebuild, unless a queued
-            # write journalled it meanwhile: applying it again is cheap and exact.
-            self._sync_index()
-
-    def _file_sources(self, batch: list[tuple[SourceState, list[Drawer]]]) -> list[str]:
-        """Embed a batch of sources' drawers and closets in one call, file them in one
-        ledger transaction, bring the indexes up to the ledger, then remember what the
-        memory extractor finds in the drawers that are new (see ``_extract_memories``)."""
-        return self._embed_sources(batch)()
-
-    def _embed_sources(
-        self, batch: list[tuple[SourceState, list[Drawer]]]
-    ) -> Callable[[], list[str]]:
-        """The first step of :meth:`_file_sources`, which a mine runs in a background
-        thread for the next batch while the one before is filed: build the closets and
-        embed drawers and closets. Returns the second step, which files them (in the
-        thread holding the writer lock)."""
-        drawers = [d for _, ds in batch for d in ds]
-        closets = self._build_closets(drawers)
-        vectors = self._embed([*(d.text for d in drawers), *(c.text for c in closets)])
-        return partial(self._write_sources, batch, drawers, closets, vectors)
-
-    def _write_sources(
-        self,
-        batch: list[tuple[SourceState, list[Drawer]]],
-        drawers: list[Drawer],
-        closets: list[Closet],
-        vectors: Vectors,
-    ) -> list[str]:
-        """The second step of :meth:`_file_sources`: file, index, extract memories."""
-        known: set[str] = set()
-        if self.config.memory.extractor and drawers:
-            known = {d.id for d in self.ledger.get_drawers([d.id for d in drawers])}
-        self._claim_model()
-        removed = self.ledger.file_sources(
-            batch,
-            vectors[: len(drawers)],
-            closets,
-            vectors[len(drawers) :],
-            model=self.embedder.model_name,
-        )
-        self._sync_index()
-        self._extract_memories([d for d in drawers if d.id not in known])
-        return removed
-
-    # -- closets ------------------------------------------------------------------------
+    # -- drawers -----------------------------------------------------------------
 
     def closet_extractor(self) -> ClosetExtractor | None:
         """The configured closet extractor (``None`` when ``closets.extractor`` is empty).
@@ -451,52 +327,7 @@ class Palace(PalaceMemories):
             PluginNotFoundError: no installed plugin provides the extractor.
             PluginError: its factory did not return a ``ClosetExtractor``.
         """
-        name = self.config.closets.extractor
-        if not name:
-            return None
-        if self._extractor is None:
-            self._extractor = self._extractor_plugin(
-                "closet extractor",
-                self.plugins.closet_extractor,
-                name,
-                self.config.extractor_options(),
-                ClosetExtractor,
-            )
-        return self._extractor
-
-    def _file_closets(self, drawers: Sequence[Drawer], gone: Sequence[str]) -> None:
-        """Build, embed and file the closets of ``drawers`` (replacing their old ones)."""
-        closets = self._build_closets(drawers)
-        vectors = self._embed([c.text for c in closets])
-        self.ledger.replace_closets(
-            closets,
-            vectors,
-            model=self.embedder.model_name,
-            drawer_ids=[*(d.id for d in drawers), *gone],
-        )
-        self._sync_index()
-
-    def _build_closets(self, drawers: Sequence[Drawer]) -> list[Closet]:
-        """The closets of ``drawers``.
-
-        Closets are a signal: an extractor that fails is logged and the drawers are
-        filed without closets.
-        """
-        closets: list[Closet] = []
-        if self.config.closets.extractor and drawers:
-            try:
-                extractor = self.closet_extractor()
-                assert extractor is not None
-                closets = build_closets(
-                    drawers,
-                    extractor=extractor,
-                    extractor_name=self.config.closets.extractor,
-                    drawers_per_closet=self.config.closets.drawers_per_closet,
-                    max_chars=self.config.closets.max_chars,
-                )
-            except (PluginError, PluginNotFoundError) as exc:
-                log.warning("no closets were built for %d drawers: %s", len(drawers), exc)
-        return closets
+        return self._selected.closet_extractor()
 
     def add_texts(
         self,
@@ -528,79 +359,9 @@ class Palace(PalaceMemories):
             InvalidQueryError: lengths differ, a text is empty, an id repeats, an id
                 belongs to a drawer of another owner, or ``vectors`` do not fit.
         """
-        texts = list(texts)
-        metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
-        if len(metadatas) != len(texts) or (ids is not None and len(ids) != len(texts)):
-            raise InvalidQueryError("texts, metadatas and ids must have the same length")
-        drawers = []
-        for index, (text, meta) in enumerate(zip(texts, metadatas, strict=True)):
-            if not isinstance(text, str) or not text.strip():
-                raise InvalidQueryError(f"text {index} is empty: a drawer needs some text")
-            text = texts[index] = storable(text)  # lone surrogates cannot be stored
-            fields = {k: meta[k] for k in DRAWER_FIELDS if meta.get(k) is not None}
-            owner = fields.get("user_id", user_id)
-            drawer_wing = str(fields.get("wing", wing))
-            drawers.append(
-                Drawer(
-                    id=ids[index]
-                    if ids is not None
-                    else text_id(text=text, wing=drawer_wing, user_id=owner),
-                    text=text,
-                    wing=drawer_wing,
-                    room=str(fields.get("room", room)),
-                    source=str(fields.get("source", "text")),
-                    content_date=utc(fields["content_date"]) if "content_date" in fields else None,
-                    user_id=owner,
-                    kind=str(fields.get("kind", DRAWER_KIND)),
-                    chunk_index=int(fields.get("chunk_index", 0)),
-                    metadata={k: v for k, v in meta.items() if k not in DRAWER_FIELDS},
-                )
-            )
-        if len({d.id for d in drawers}) != len(drawers):
-            raise InvalidQueryError("the same id is given to two texts in one call")
-        if not drawers:
-            return []
-        owners = {d.id: d.user_id for d in drawers}
-        for existing in self.ledger.get_drawers(list(owners)):
-            if existing.user_id != owners[existing.id]:
-                raise InvalidQueryError(
-                    f"id {existing.id!r} is taken by a drawer of another owner; "
-                    "choose another id (a drawer never changes hands)"
-                )
-        if vectors is None:
-            vectors = self._embed(texts)
-        else:
-            vectors = self._given_vectors(vectors, len(texts))
-        with self.writing("add_texts"):
-            self._claim_model()
-            self.ledger.upsert_drawers(drawers, vectors, model=self.embedder.model_name)
-            self._file_closets(drawers, [])
-        return [d.id for d in drawers]
-
-    def _given_vectors(self, vectors: Sequence[Sequence[float]] | Vectors, count: int) -> Vectors:
-        """``vectors`` as unit rows, checked to be ``count`` of the embedder's dimension."""
-        dimension = self.embedder.dimension
-        try:
-            array = np.asarray(vectors, dtype=np.float32)
-        except ValueError:
-            array = np.zeros((0, 0), dtype=np.float32)
-        if array.shape != (count, dimension) or not np.all(np.isfinite(array)):
-            raise InvalidQueryError(
-                f"vectors must be {count} rows of {dimension} finite numbers (this palace's "
-                f"embedder, {self.embedder.model_name}), not an array of shape {array.shape}"
-            )
-        return unit_rows(array, dimension=dimension, count=count)
-
-    def _source(self, name: str) -> Any:
-        """A fresh instance of the ``name`` source plugin, with the palace's options."""
-        factory = self.plugins.source(name)
-        settings = {
-            "max_file_bytes": self.config.mining.max_file_bytes,
-            "chunk_size": self.config.chunking.size,
-            "chunk_overlap": self.config.chunking.overlap,
-        }
-        wanted: frozenset[str] = getattr(factory, "palace_settings", frozenset()) & PALACE_SETTINGS
-        return factory({name: settings[name] for name in sorted(wanted)})
+        return self._drawers.add_texts(
+            texts, metadatas, ids, wing=wing, room=room, user_id=user_id, vectors=vectors
+        )
 
     def mine(
         self,
@@ -635,45 +396,15 @@ class Palace(PalaceMemories):
             PluginNotFoundError: no plugin provides ``source``.
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
         """
-        target = Path(path).expanduser()
-        miner = Miner(
-            config=self.config,
-            source=self._source(source),
-            file_drawers=self._file_sources,
-            embed_drawers=self._embed_sources,
-            get_states=self.ledger.source_states,
-            touch=self.ledger.touch_source,
-            plugin=source,
+        return self._drawers.mine(
+            path,
+            wing=wing,
+            source=source,
+            room=room,
+            user_id=user_id,
+            progress=progress,
+            wait=wait,
         )
-        from tqdm import tqdm
-
-        with self.writing("mine", timeout=wait):
-            self._recover()
-            started = time.perf_counter()
-            with tqdm(
-                desc=f"mining {target.name}",
-                unit=" files",
-                delay=1.0,
-                disable=None if progress is None else not progress,
-            ) as bar:
-
-                def counted(items: Iterable[Any]) -> Iterator[Any]:
-                    for item in items:
-                        bar.update(1)
-                        yield item
-
-                def filed(report: MineReport) -> None:
-                    rate = report.drawers_added / max(time.perf_counter() - started, 1e-9)
-                    bar.set_postfix_str(f"{report.drawers_added} drawers, {rate:.1f} drawers/s")
-
-                return miner.mine(
-                    target,
-                    wing=wing or resolve_root(target).name or "default",
-                    room=room,
-                    user_id=user_id,
-                    progress=counted,
-                    on_filed=filed,
-                )
 
     def sync(
         self,
@@ -706,24 +437,9 @@ class Palace(PalaceMemories):
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
             InvalidQueryError: ``user_id`` is not a string, ``None`` or ``EVERY_OWNER``.
         """
-        if not (user_id is None or user_id is EVERY_OWNER or isinstance(user_id, str)):
-            raise InvalidQueryError(f"user_id must be a string or None, not {user_id!r}")
-        target = resolve_root(Path(path)) if path is not None else None
-        with self.writing("sync", timeout=0.0):
-            self._recover()
-            report = find_gone(
-                self.ledger, target, source=self._source, dry_run=dry_run, user_id=user_id
-            )
-            if not dry_run:
-                for root in report.roots:
-                    if root.gone:
-                        report.drawers_removed += self.ledger.delete_sources(
-                            root.wing, list(root.gone)
-                        )
-                self._sync_index()
-            return report
+        return self._drawers.sync(path, dry_run=dry_run, user_id=user_id)
 
-    # -- reading ------------------------------------------------------------------------
+    # -- reading -----------------------------------------------------------------
 
     def search(
         self,
@@ -764,89 +480,10 @@ class Palace(PalaceMemories):
         Raises:
             InvalidQueryError: empty or over-long query, ``k <= 0``, or a bad filter value.
         """
-        where = Filter(
-            wing=wing,
-            room=room,
-            user_id=user_id,
-            kind=kind,
-            since=utc(since) if since is not None else None,
-            until=utc(until) if until is not None else None,
+        selected = where(wing=wing, room=room, user_id=user_id, kind=kind, since=since, until=until)
+        return self._searching.search(
+            query, k, selected, memories=memories, include_history=include_history
         )
-        check_query(query, k, max_chars=self.config.search.max_query_chars)
-        lexical = self._lexical_aside(query, where)
-        vector = self._embed_query(query)
-        signals = self._graph_signals(query, where)
-        hits = self._pipeline.run(
-            query, k=k, where=where, vector=vector, signals=signals, lexical=lexical.result
-        )
-        if not memories or not self._wants_memories(where):
-            return hits
-        now = datetime.now(UTC)
-        query_terms = self._recall.terms(query)
-        candidates = self._recall.candidates(query, vector, where, now, query_terms, k=k)
-        if not candidates:
-            return hits
-        best = self._recall.best_drawer_match(hits, query_terms)
-        hits = merge(hits, self._recall.hits(candidates, best=best, now=now), k)
-        self._touch_memories(hits, now)
-        return self._recall.with_history(hits) if include_history else hits
-
-    def _lexical_aside(self, query: str, where: Filter) -> Future[list[str]]:
-        """The full-text candidates, asked in a thread of their own while the query is
-        embedded: both spend their time outside the GIL (SQLite's FTS5 and the model), so
-        on two cores a search waits for the slower of the two, not for their sum. On one
-        core they are asked here and now. Searches from several threads at once get as
-        many workers as there are cores (each with its own SQLite connection), so their
-        full-text queries do not queue behind one another."""
-        cores = os.cpu_count() or 1
-        if cores < 2:
-            done: Future[list[str]] = Future()
-            done.set_result(self._pipeline.lexical(query, where))
-            return done
-        with self._aside_lock:
-            if self._aside is None:
-                self._aside = ThreadPoolExecutor(max_workers=cores, thread_name_prefix="palace-fts")
-            return self._aside.submit(self._pipeline.lexical, query, where)
-
-    def _owner_state(self, key: tuple[str, str | None], read: Callable[[], bool]) -> bool:
-        """``read()``, remembered until the ledger changes (its generation moves, in
-        this process or another): what a search asks of an owner on every query (does
-        the owner have memories, triples) costs one look-up per change, not per query."""
-        generation = self.ledger.generation()
-        if generation != self._state_generation:
-            self._state_generation = generation
-            self._owner_states.clear()
-        known = self._owner_states.get(key)
-        if known is None:
-            known = self._owner_states[key] = read()
-        return known
-
-    def _wants_memories(self, where: Filter) -> bool:
-        """Whether a search with ``where`` looks at memories (:meth:`Recall.wanted`),
-        remembered per owner and filter until the ledger changes."""
-        if not self.config.memory.search:
-            return False
-        return self._owner_state(
-            (f"memories:{where.kind}", where.user_id), lambda: self._recall.wanted(where)
-        )
-
-    def _graph_signals(self, query: str, where: Filter) -> dict[str, float]:
-        """``graph.boost`` for each drawer a current triple of an entity the query names
-        came from. A signal, not a gate: a graph that fails is logged and adds nothing.
-        An owner with no triples (remembered until the ledger changes) is not looked up."""
-        boost = self.config.graph.boost
-        if boost <= 0:
-            return {}
-        try:
-            owner = where.user_id or None
-            if not self._owner_state(
-                ("triples", owner), lambda: self.ledger.graph_stats(user_id=owner).triples > 0
-            ):
-                return {}
-            return self.kg.drawer_boosts(query, user_id=where.user_id, boost=boost)
-        except Exception as exc:
-            log.warning("the graph stage failed and was skipped (%s: %s)", type(exc).__name__, exc)
-            return {}
 
     def search_by_vector(
         self,
@@ -870,39 +507,17 @@ class Palace(PalaceMemories):
             InvalidQueryError: ``k <= 0``, a bad filter value, or a vector whose length is
                 not the embedder's dimension.
         """
-        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-            raise InvalidQueryError(f"k must be a positive integer, not {k!r}")
-        array = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if array.shape != (self.embedder.dimension,):
-            raise InvalidQueryError(
-                f"the vector has {array.size} dimensions but this palace's embedder "
-                f"({self.embedder.model_name}) makes {self.embedder.dimension}"
-            )
-        unit = unit_rows(array, dimension=self.embedder.dimension, count=1)[0]
-        where = Filter(
-            wing=wing,
-            room=room,
-            user_id=user_id,
-            kind=kind,
-            since=utc(since) if since is not None else None,
-            until=utc(until) if until is not None else None,
+        return self._searching.by_vector(
+            vector,
+            k,
+            partial(
+                where, wing=wing, room=room, user_id=user_id, kind=kind, since=since, until=until
+            ),
         )
-        matches = self.indexes.query("drawers", vector=unit, k=k, where=where)
-        drawers = {d.id: d for d in self.ledger.get_drawers([m.id for m in matches])}
-        hits = []
-        for match in matches:
-            drawer = drawers.get(match.id)
-            if drawer is None or not where.matches(drawer):
-                continue  # an index entry the ledger no longer holds: never shown
-            scores = {"vector": match.similarity, "final": match.similarity}
-            hits.append(Hit(drawer=drawer, score=match.similarity, scores=scores))
-        hits.sort(key=lambda h: (-h.score, h.id))
-        return hits
 
     def get(self, ids: Sequence[str], *, user_id: str | None = None) -> list[Drawer]:
         """The drawers with these ids that belong to ``user_id``, in the order asked."""
-        owner = user_id or None
-        return [d for d in self.ledger.get_drawers(list(ids)) if d.user_id == owner]
+        return self._drawers.get(ids, user_id=user_id)
 
     def drawer_ids(
         self,
@@ -920,30 +535,29 @@ class Palace(PalaceMemories):
         Raises:
             InvalidQueryError: a bad filter value.
         """
-        where = Filter(
-            wing=wing,
-            room=room,
-            user_id=user_id,
-            kind=kind,
-            since=utc(since) if since is not None else None,
-            until=utc(until) if until is not None else None,
+        return self._drawers.ids(
+            where(wing=wing, room=room, user_id=user_id, kind=kind, since=since, until=until)
         )
-        return self.ledger.drawer_ids(where)
 
     def source_drawers(self, source: str, *, wing: str, user_id: str | None = None) -> list[Drawer]:
         """The drawers of one source (a mined file or conversation) of ``wing`` that
         belong to ``user_id``, in chunk order: a chunk and its neighbours."""
-        where = Filter(wing=wing, user_id=user_id)
-        return self.ledger.source_drawers(wing=wing, source=source, where=where)
+        return self._drawers.of_source(source, wing=wing, user_id=user_id)
+
+    def wings(self, *, user_id: str | None = None) -> dict[str, dict[str, int]]:
+        """Wing → room → number of drawers of ``user_id`` (``None``: unowned drawers)."""
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidQueryError(f"user_id must be a string, not {user_id!r}")
+        return self.ledger.wing_counts(user_id=user_id or None)
+
+    def delete_drawers(self, ids: Sequence[str], *, user_id: str | None = None) -> int:
+        """Delete the drawers with these ids that belong to ``user_id``, for good; returns
+        how many (their closets go with them)."""
+        return self._drawers.delete(ids, user_id=user_id)
 
     def delete(self, ids: Sequence[str], *, user_id: str | None = None) -> int:
-        """Delete the drawers with these ids that belong to ``user_id``; returns how many."""
-        with self.writing("delete"):
-            mine = [d.id for d in self.get(ids, user_id=user_id)]
-            deleted = self.ledger.delete_drawers(mine)
-            self.ledger.prune_closets()
-            self._sync_index()
-        return len(deleted)
+        """:meth:`delete_drawers`, by its older name (kept: callers use it)."""
+        return self.delete_drawers(ids, user_id=user_id)
 
     def stats(self) -> PalaceStats:
         """Counts, the model, and each index's health."""
@@ -960,8 +574,6 @@ class Palace(PalaceMemories):
             plugin_failures=[f"{f.name}: {f.error}" for f in self.plugins.failures],
         )
 
-    # -- repair -------------------------------------------------------------------------
-
     def reindex(self, *, progress: Progress | None = None) -> int:
         """Rebuild the vector indexes from the ledger; returns the vectors indexed.
 
@@ -971,45 +583,272 @@ class Palace(PalaceMemories):
         Raises:
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
         """
-        with self._writer.hold("reindex", timeout=0.0):
-            return self._reindex(progress=progress)
+        return self._drawers.reindex(progress=progress)
 
-    def _reindex(self, *, progress: Progress | None) -> int:
-        self.ledger.rebuild_lexical()  # a repair: full text is derived from the ledger too
-        if self.ledger.get_meta("embedding_model") not in (None, self.embedder.model_name):
-            for batch in self.ledger.iter_drawers(batch_size=self.config.mining.batch_size):
-                vectors = self._embed([d.text for d in batch])
-                self.ledger.set_vectors(
-                    [d.id for d in batch], vectors, model=self.embedder.model_name
-                )
-            for closets in self.ledger.iter_closets(batch_size=self.config.mining.batch_size):
-                vectors = self._embed([c.text for c in closets])
-                self.ledger.set_closet_vectors(
-                    [c.id for c in closets], vectors, model=self.embedder.model_name
-                )
-            for memories in self.ledger.iter_memories(batch_size=self.config.mining.batch_size):
-                vectors = self._embed([m.text for m in memories])
-                self.ledger.save_memories(
-                    memories,
-                    vectors={m.id: v for m, v in zip(memories, vectors, strict=True)},
-                    model=self.embedder.model_name,
-                )
-            self.ledger.set_meta("embedding_model", self.embedder.model_name)
-            self.ledger.set_meta("embedding_dimension", str(self.embedder.dimension))
-        count = self.indexes.rebuild(progress=progress)
-        for collection in COLLECTIONS:
-            self.ledger.clear_pending(collection)  # the rebuild applied everything
-        return count
+    # -- memories ----------------------------------------------------------------
 
+    def remember(
+        self,
+        text: str,
+        *,
+        kind: str = "fact",
+        importance: float = 1.0,
+        tags: Iterable[str] = (),
+        ttl: timedelta | float | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        source_ids: Iterable[str] = (),
+        wing: str = "",
+        status: str = "active",
+        room: str = "",
+        origin: str = "explicit",
+        now: Time | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Remembered:
+        """Remember ``text`` for ``user_id``: file it, or recognise a duplicate or an update.
 
-def _check_model(ledger: Ledger, embedder: Embedder) -> None:
-    stored = ledger.get_meta("embedding_model")
-    if stored is None or stored == embedder.model_name:
-        return
-    if not ledger.count_vectors("drawers") and not sum(ledger.count_memories().values()):
-        return  # nothing embedded yet: the first vectors will claim the palace
-    raise EmbedderMismatchError(
-        f"this palace was embedded with {stored!r} but {embedder.model_name!r} is configured; "
-        f"run `palace reindex` to re-embed it with {embedder.model_name!r}, "
-        f"or configure {stored!r} again"
-    )
+        A statement that repeats a current memory raises that memory instead of filing a
+        new one (``action == "duplicate"``); a new value of something remembered (the
+        same subject and slot, another value) supersedes the old memory, which is kept
+        with a link to the new one (``action == "updated"``); anything else is added.
+        Nothing is deleted. See :mod:`palace_retrievers.memory.remembering`.
+
+        Args:
+            text: The statement, e.g. ``"We moved to PostgreSQL 15"``.
+            kind: ``fact``, ``preference``, ``decision``, ``summary`` or ``event``.
+            importance: 0 to 1 (1.0: the user asked for it to be remembered).
+            tags: Free labels.
+            ttl: Time to live (a timedelta or seconds): ``palace gc`` archives it then.
+            user_id: Owner (``None``: unowned).
+            agent_id: The agent that remembers it.
+            session_id: The session it comes from.
+            source_ids: Drawers that back it up.
+            wing: The wing it belongs to (``""``: every wing of its owner).
+            status: ``"active"``, or ``"pending"`` (kept, not recalled until confirmed).
+            room: The room it belongs to (``""``: every room).
+            origin: ``"explicit"`` or ``"extracted"`` (set by mining).
+            now: When it was stated (default: now); a memory stated before the current
+                value it updates is filed already superseded.
+            metadata: Anything else to keep with it (JSON-serialisable).
+
+        Raises:
+            InvalidQueryError: empty text, unknown kind or status, importance outside
+                [0, 1], a ttl that is not positive, or a bad argument type.
+            PalaceBusyError: another process is writing to the palace.
+        """
+        return self._remembering.remember(
+            text,
+            kind=kind,
+            importance=importance,
+            tags=tags,
+            ttl=ttl,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            source_ids=source_ids,
+            wing=wing,
+            room=room,
+            status=status,
+            origin=origin,
+            now=now,
+            metadata=metadata,
+        )
+
+    def memories(
+        self,
+        *,
+        user_id: str | None = None,
+        kind: str | None = None,
+        status: str | None = "active",
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """The memories of ``user_id``, newest first.
+
+        Args:
+            user_id: Owner (``None``: unowned memories).
+            kind: Only this kind.
+            status: Only this status (``None``: every status).
+            limit: At most this many.
+            offset: Skip this many first.
+
+        Raises:
+            InvalidQueryError: unknown kind or status, or a bad limit or offset.
+        """
+        return self._remembering.list_memories(
+            user_id=user_id, kind=kind, status=status, limit=limit, offset=offset
+        )
+
+    def memory(self, memory_id: str, *, user_id: str | None = None) -> Memory:
+        """One memory of ``user_id``.
+
+        Raises:
+            MemoryNotFoundError: no such memory, or it belongs to another owner.
+        """
+        return self._remembering.get(memory_id, user_id=user_id)
+
+    def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryEvent]:
+        """Every event of a memory, oldest first: ``add``, ``update``, ``supersede``,
+        ``duplicate``, ``delete``, ``archive``, ``restore`` (kept after a hard delete).
+
+        Raises:
+            MemoryNotFoundError: no history for that id and owner.
+        """
+        return self._remembering.history(memory_id, user_id=user_id)
+
+    def chain(self, memory_id: str, *, user_id: str | None = None) -> list[Memory]:
+        """The supersede chain through a memory (every value it had), oldest first.
+
+        Raises:
+            MemoryNotFoundError: no such memory for that owner.
+        """
+        return self._remembering.chain(memory_id, user_id=user_id)
+
+    def context(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        k: int = 10,
+        max_tokens: int | None = None,
+        wing: str | None = None,
+        drawers: bool = False,
+    ) -> str:
+        """The prompt block of the memories that best answer ``query``.
+
+        A header tells the model to use only the memories that apply, then one line per
+        memory, ``[YYYY-MM-DD] (kind) text``, best first, until ``max_tokens`` (a token
+        counted as 4 characters) is spent. Empty when no memory is relevant. The
+        memories listed count as recalled. See :mod:`palace_retrievers.memory.recall`.
+
+        Args:
+            query: The request the context is for.
+            user_id: Whose memories (``None``: unowned ones).
+            k: At most this many lines.
+            max_tokens: Token budget (default ``memory.context_tokens``).
+            wing: Only memories of this wing (or of no wing).
+            drawers: Also list drawers (``(drawer)`` lines), merged by score as in
+                :meth:`search`.
+
+        Raises:
+            InvalidQueryError: empty query, ``k`` or ``max_tokens`` not positive.
+        """
+        return self._memories.context(
+            query, user_id=user_id, k=k, max_tokens=max_tokens, wing=wing, drawers=drawers
+        )
+
+    def edit_memory(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        text: str | None = None,
+        importance: float | None = None,
+        tags: Iterable[str] | None = None,
+        kind: str | None = None,
+    ) -> Memory:
+        """Change a memory in place (a new text is embedded again); history: ``update``.
+
+        Raises:
+            MemoryNotFoundError: no such memory for that owner.
+            InvalidQueryError: empty text, unknown kind, importance outside [0, 1].
+        """
+        return self._remembering.edit(
+            memory_id, user_id=user_id, text=text, importance=importance, tags=tags, kind=kind
+        )
+
+    def pin(self, memory_id: str, *, user_id: str | None = None) -> Memory:
+        """Give a memory importance 1.0 (so ``gc`` never finds it unused).
+
+        Raises:
+            MemoryNotFoundError: no such memory for that owner.
+        """
+        return self._remembering.edit(
+            memory_id, user_id=user_id, importance=1.0, detail={"pinned": True}
+        )
+
+    def archive_memory(self, memory_id: str, *, user_id: str | None = None) -> Memory:
+        """Archive a memory (a soft delete) (search skips it; :meth:`restore`
+        brings it back); history: ``delete``.
+
+        Raises:
+            MemoryNotFoundError: no such memory for that owner.
+        """
+        return self._remembering.delete(memory_id, user_id=user_id)
+
+    def delete_memory(self, memory_id: str, *, user_id: str | None = None) -> Memory:
+        """:meth:`archive_memory`, by its older name (kept: callers use it). It archives;
+        :meth:`forget_memories` deletes for good."""
+        return self.archive_memory(memory_id, user_id=user_id)
+
+    def restore(self, memory_id: str, *, user_id: str | None = None) -> Memory:
+        """Bring an archived memory back (``active``, or ``superseded`` again if it had
+        been superseded), or confirm a ``pending`` one (it becomes active and supersedes
+        the active memories it updates); history: ``restore``.
+
+        Raises:
+            MemoryNotFoundError: no such memory for that owner.
+            InvalidQueryError: the memory is neither archived nor pending.
+        """
+        return self._remembering.restore(memory_id, user_id=user_id)
+
+    def forget_memories(self, ids: Iterable[str], *, user_id: str | None = None) -> int:
+        """Delete memories of ``user_id`` for good; returns how many. Their history is
+        kept, with a ``delete`` event (``palace.forget`` removes it with the user)."""
+        return self._remembering.forget(ids, user_id=user_id)
+
+    def gc(
+        self, *, now: Time | None = None, dry_run: bool = False, user_id: Owner = EVERY_OWNER
+    ) -> GcReport:
+        """Archive what the ``[memory]`` policy retires: expired memories, memories
+        superseded for ``gc_superseded_days``, and memories unused for ``gc_unused_days``
+        whose importance is below ``gc_unused_importance``.
+
+        ``user_id`` means what it means to :meth:`sync`: one user's memories, or with
+        ``None`` the unowned ones. Left out, it is
+        :data:`~palace_retrievers.ingest.syncing.EVERY_OWNER`: every owner's memories (what an
+        operator's ``palace gc`` does), which is not the same as ``None``.
+
+        Args:
+            now: The time to judge by (default: now).
+            dry_run: Count, change nothing.
+            user_id: Only this owner's memories (``None``: the unowned ones; default:
+                every owner's).
+
+        Raises:
+            PalaceBusyError: another process is writing to the palace.
+            InvalidQueryError: ``user_id`` is not a string, ``None`` or ``EVERY_OWNER``.
+        """
+        return self._memories.gc(now=now, dry_run=dry_run, user_id=user_id)
+
+    def forget(self, *, user_id: str) -> ForgetReport:
+        """Delete everything of ``user_id``, for good: drawers, the closets over them,
+        the sources all of whose drawers were theirs, memories with their history, the
+        triples and entities of their graph, and every vector of these in the indexes.
+
+        Raises:
+            InvalidQueryError: ``user_id`` is missing or empty.
+            PalaceBusyError: another process is writing to the palace.
+        """
+        return self._memories.forget(user_id=user_id)
+
+    def memory_extractor(self) -> MemoryExtractor | None:
+        """The configured memory extractor (``None`` when ``memory.extractor`` is empty).
+
+        Raises:
+            PluginNotFoundError: no installed plugin provides the extractor.
+            PluginError: its factory did not return a ``MemoryExtractor``.
+        """
+        return self._selected.memory_extractor()
+
+    def memory_judge(self) -> tuple[str, MemoryJudge]:
+        """The configured memory judge (``memory.judge``) and its name, built on first
+        use with ``[memory_judges.<name>]`` (see
+        :meth:`~palace_retrievers.config.Config.memory_judge_options`).
+
+        Raises:
+            PluginNotFoundError: no installed plugin provides the judge.
+            PluginError: its factory did not return a ``MemoryJudge``.
+        """
+        return self._selected.memory_judge()

@@ -199,6 +199,12 @@ def _show_hits(hits: list[Hit]) -> None:
         echo(f"   {one_line(d.text, 241)}")
 
 
+#: A one-shot search scans a collection of fewer vectors exactly, from the ledger, instead
+#: of opening its index: the scan is exact, and below this many vectors (about 0.9 ms
+#: per 100 vectors read on two cores) it answers before an embedded Chroma has opened.
+ONE_SHOT_EXACT_BELOW = 50_000
+
+
 @cli.command()
 @click.argument("query")
 @click.option(
@@ -241,7 +247,7 @@ def search(
     as_json: bool,
 ) -> None:
     """Search the palace for QUERY (drawers and memories together)."""
-    with opened(ctx) as palace:
+    with opened(ctx, exact_below=ONE_SHOT_EXACT_BELOW) as palace:
         hits = palace.search(
             query,
             k=k,

@@ -5,6 +5,11 @@ the ledger's. An index that cannot be opened, reports itself unhealthy, or disag
 the ledger is *degraded*: searches are answered by an exact scan of the ledger instead (so
 nothing is missed), a warning is logged, and ``palace status`` says so until
 ``palace reindex`` rebuilds it.
+
+A one-shot command may open the set with ``exact_below``: a collection whose ledger
+holds fewer vectors is searched by the exact scan without opening its index (opening
+an embedded index costs more than scanning a small palace, and the scan is exact), and
+its index is opened only when it is written, checked or rebuilt.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ class IndexSet:
         factory: The backend plugin's factory.
         fallback: Factory of the exact scan used when the backend is degraded.
         palace_dir, ledger, dimension, options: Passed to the factories.
+        exact_below: Search a collection holding fewer vectors by the exact scan,
+            leaving its index unopened until it is written, checked or rebuilt.
     """
 
     def __init__(
@@ -71,6 +78,7 @@ class IndexSet:
         ledger: Ledger,
         dimension: int,
         options: dict[str, Any],
+        exact_below: int = 0,
     ) -> None:
         self.backend = backend
         self._factory = factory
@@ -83,8 +91,18 @@ class IndexSet:
         self._fallbacks: dict[str, VectorIndex] = {}
         self._problems: dict[str, str] = {}
         self._failed_at: dict[str, float] = {}
+        #: Collections searched by the exact scan, their index not opened yet.
+        self._unopened = {c for c in COLLECTIONS if ledger.count_vectors(c) < exact_below}
         for collection in COLLECTIONS:
+            if collection not in self._unopened:
+                self._open(collection)
+
+    def _opened(self, collection: str) -> VectorIndex | None:
+        """The collection's index, opened now if it was left unopened."""
+        if collection in self._unopened:
+            self._unopened.discard(collection)
             self._open(collection)
+        return self._indexes.get(collection)
 
     def _context(self, collection: str, options: dict[str, Any]) -> BackendContext:
         return BackendContext(
@@ -143,6 +161,8 @@ class IndexSet:
         )
 
     def _searcher(self, collection: str) -> VectorIndex:
+        if collection in self._unopened:
+            return self._fallback(collection)
         index = self._indexes.get(collection)
         failed = self._failed_at.get(collection)
         if failed is not None and time.monotonic() - failed > QUERY_RETRY_SECONDS:
@@ -151,6 +171,9 @@ class IndexSet:
             index = self._indexes.get(collection)
         if index is not None and collection not in self._problems:
             return index
+        return self._fallback(collection)
+
+    def _fallback(self, collection: str) -> VectorIndex:
         if collection not in self._fallbacks:
             self._fallbacks[collection] = self._fallback_factory(self._context(collection, {}))
         return self._fallbacks[collection]
@@ -186,14 +209,14 @@ class IndexSet:
             return self._searcher(collection).query(vector=vector, k=k, where=where)
 
     def upsert(self, collection: str, entries: Sequence[IndexEntry]) -> None:
-        index = self._indexes.get(collection)
+        index = self._opened(collection)
         if index is not None and entries:
             index.upsert(entries=entries)
         if collection in self._fallbacks:
             self._fallbacks[collection].upsert(entries=entries)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
-        index = self._indexes.get(collection)
+        index = self._opened(collection)
         if index is not None and ids:
             index.delete(ids=ids)
         if collection in self._fallbacks:
@@ -202,7 +225,7 @@ class IndexSet:
     def status(self) -> list[IndexStatus]:
         out = []
         for collection in COLLECTIONS:
-            index = self._indexes.get(collection)
+            index = self._opened(collection)
             health = _safe_health(index) if index is not None else Health(False, None, "")
             problem = self._problems.get(collection)
             out.append(
@@ -220,7 +243,9 @@ class IndexSet:
     def check(self) -> dict[str, str]:
         """Compare every index with the ledger again; returns the degraded collections."""
         for collection in COLLECTIONS:
-            self._check(collection)
+            if collection not in self._unopened:  # else opening it checks it
+                self._check(collection)
+            self._opened(collection)
         return self.degraded
 
     @property
@@ -242,7 +267,7 @@ class IndexSet:
         A failure to read the ledger is raised as it is.
         """
         recreated = False
-        if any(self._indexes.get(collection) is None for collection in COLLECTIONS):
+        if any(self._opened(collection) is None for collection in COLLECTIONS):
             self._recreate()
             recreated = True
         reported = 0  # progress already reported, by a pass that failed too
@@ -276,6 +301,7 @@ class IndexSet:
         self.close()
         shutil.rmtree(self._palace_dir / "index" / self.backend, ignore_errors=True)
         self._indexes = {}
+        self._unopened.clear()
         for collection in COLLECTIONS:
             self._open(collection)
             if self._indexes.get(collection) is None:
