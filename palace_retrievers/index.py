@@ -154,6 +154,12 @@ class VectorIndex(ABC):
     def health(self) -> Health:
         """Whether the index can be trusted, and how many entries it holds."""
 
+    @classmethod
+    def disk_health(cls, context: BackendContext) -> Health | None:
+        """What the index's files say of its :meth:`health`, read without opening it (a
+        one-shot ``palace status`` asks this first); ``None``: only opening it tells."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release files and connections."""
 

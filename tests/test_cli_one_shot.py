@@ -76,3 +76,15 @@ def test_exact_below_leaves_the_index_unopened_until_written(
     reopened = open_palace(path, backend="chroma")
     assert all(status.ok for status in reopened.stats().indexes)
     assert [h.text for h in reopened.search("Kiwi the parrot", k=1)] == ["a parrot called Kiwi"]
+
+
+def test_a_status_reads_embedded_chroma_from_its_files(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    path = tmp_path / "palace"
+    open_palace(path, backend="chroma").add_texts(["a cat called Miso", "a dog called Rex"])
+    opened = open_palace(path, backend="chroma").stats().indexes
+    palace = open_palace(path, backend="chroma", exact_below=1_000)
+    assert palace.stats().indexes == opened
+    assert palace.indexes._indexes == {}  # told by Chroma's files, not by Chroma
+    assert [s.count for s in opened] == [2, 1, 0]  # two drawers, their closet

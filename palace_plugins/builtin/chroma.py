@@ -672,6 +672,42 @@ class ChromaIndex(VectorIndex):
             return Health(ok=False, count=None, detail=f"{type(exc).__name__}: {exc}")
         return Health(ok=True, count=count, detail=f"{self._where}, {self._name}")
 
+    @classmethod
+    def disk_health(cls, context: BackendContext) -> Health | None:
+        """Embedded, what Chroma's files say, read without Chroma (which takes a second or
+        more to import and start, while a status reads a few rows): the active collection's
+        record count from its SQLite file, and its HNSW files checked as :meth:`health`
+        checks them. ``None`` for a server, or when the files do not tell (no Chroma
+        folder or collection yet: opening creates them)."""
+        if set(context.options) & SERVER_OPTIONS:
+            return None
+        path = context.palace_dir / "index" / "chroma"
+        if not (path / "chroma.sqlite3").is_file():
+            return None
+        connection = _open_counter(path)
+        if connection is None:
+            return None
+        base = f"palace_{context.collection}"
+        try:
+            name = str(_scalar(connection, _POINTER_SQL, f"{base}.active") or base)
+            collection_id = _scalar(connection, "SELECT id FROM collections WHERE name = ?", name)
+            if collection_id is None:
+                return None
+            count = int(_scalar(connection, _COUNT_SQL, collection_id) or 0)
+            segment = _scalar(connection, _SEGMENT_SQL, name)
+        except sqlite3.Error:
+            return None
+        finally:
+            connection.close()
+        if count and segment is not None:
+            folder = path / str(segment)
+            if not folder.is_dir():
+                return Health(False, None, f"the HNSW folder {folder} of {name} is missing")
+            problem = hnsw_problem(folder)
+            if problem is not None:
+                return Health(False, None, problem)
+        return Health(True, count, f"embedded Chroma at {path}, {name}")
+
     def _hnsw_problem(self) -> str | None:
         """What is wrong with this collection's HNSW files (embedded only), or ``None``."""
         state = self._state()
@@ -741,6 +777,12 @@ _COUNTER_SQL = (
     "LEFT JOIN max_seq_id m ON m.segment_id = s.id "
     "WHERE c.name = ? GROUP BY c.id"
 )
+
+
+def _scalar(connection: sqlite3.Connection, sql: str, parameter: object) -> Any:
+    """The first column of the first row ``sql`` finds (``None`` if none)."""
+    row = connection.execute(sql, (parameter,)).fetchone()
+    return None if row is None else row[0]
 
 
 def _open_counter(path: Path) -> sqlite3.Connection | None:

@@ -92,7 +92,9 @@ class IndexSet:
         self._problems: dict[str, str] = {}
         self._failed_at: dict[str, float] = {}
         #: Collections searched by the exact scan, their index not opened yet.
-        self._unopened = {c for c in COLLECTIONS if ledger.count_vectors(c) < exact_below}
+        self._unopened = {
+            c for c in COLLECTIONS if exact_below > 0 and ledger.count_vectors(c) < exact_below
+        }
         for collection in COLLECTIONS:
             if collection not in self._unopened:
                 self._open(collection)
@@ -132,18 +134,35 @@ class IndexSet:
         if index is None:
             self._problems[collection] = "the index could not be opened"
         else:
-            health = _safe_health(index)
             expected = self._ledger.count_vectors(collection)
-            if not health.ok:
-                self._problems[collection] = health.detail
-            elif health.count != expected and not self._journal_explains(
-                collection, abs(expected - (health.count or 0))
-            ):
-                self._problems[collection] = (
-                    f"the index holds {health.count} vectors but the ledger {expected}"
-                )
+            problem = self._problem(collection, _safe_health(index), expected)
+            if problem is not None:
+                self._problems[collection] = problem
         if collection in self._problems:
             self._warn(collection)
+
+    def _problem(self, collection: str, health: Health, expected: int) -> str | None:
+        """Why an index in ``health`` cannot be trusted, the ledger holding ``expected``."""
+        if not health.ok:
+            return health.detail
+        if health.count != expected and not self._journal_explains(
+            collection, abs(expected - (health.count or 0))
+        ):
+            return f"the index holds {health.count} vectors but the ledger {expected}"
+        return None
+
+    def _disk_health(self, collection: str) -> Health | None:
+        """What an unopened index's files say of it (see :meth:`VectorIndex.disk_health`)."""
+        probe = getattr(self._factory, "disk_health", None)
+        if collection not in self._unopened or not callable(probe):
+            return None
+        try:
+            health = probe(self._context(collection, self._options))
+        except ConfigError:
+            raise
+        except Exception as exc:
+            return Health(False, None, f"{type(exc).__name__}: {exc}")
+        return health if isinstance(health, Health) else None
 
     def _journal_explains(self, collection: str, difference: int) -> bool:
         """Whether the ledger's journal holds at least ``difference`` ids of the collection
@@ -225,16 +244,21 @@ class IndexSet:
     def status(self) -> list[IndexStatus]:
         out = []
         for collection in COLLECTIONS:
-            index = self._opened(collection)
-            health = _safe_health(index) if index is not None else Health(False, None, "")
-            problem = self._problems.get(collection)
+            ledger_count = self._ledger.count_vectors(collection)
+            health = self._disk_health(collection)
+            if health is not None:  # its files tell: the index is left unopened
+                problem = self._problem(collection, health, ledger_count)
+            else:
+                index = self._opened(collection)
+                health = _safe_health(index) if index is not None else Health(False, None, "")
+                problem = self._problems.get(collection)
             out.append(
                 IndexStatus(
                     collection=collection,
                     backend=self.backend,
                     ok=problem is None and health.ok,
                     count=health.count,
-                    ledger_count=self._ledger.count_vectors(collection),
+                    ledger_count=ledger_count,
                     detail=problem or health.detail,
                 )
             )
