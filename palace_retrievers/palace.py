@@ -31,7 +31,7 @@ from palace_retrievers.errors import PalaceNotFoundError, PluginError
 from palace_retrievers.facade.drawers import Drawers, where
 from palace_retrievers.facade.filing import Filing
 from palace_retrievers.facade.memories import Memories, nearest
-from palace_retrievers.facade.model import Model
+from palace_retrievers.facade.model import Model, check_embedder
 from palace_retrievers.facade.searching import Searching
 from palace_retrievers.facade.selected import SelectedPlugins
 from palace_retrievers.facade.writer import Writer
@@ -248,7 +248,7 @@ class Palace:
                     config_module.render(cfg), encoding="utf-8"
                 )
             if check_model:
-                check_model(ledger, emb)
+                check_embedder(ledger, emb)
             indexes = IndexSet(
                 backend=cfg.backend,
                 factory=backend_factory,
@@ -546,9 +546,7 @@ class Palace:
 
     def wings(self, *, user_id: str | None = None) -> dict[str, dict[str, int]]:
         """Wing → room → number of drawers of ``user_id`` (``None``: unowned drawers)."""
-        if user_id is not None and not isinstance(user_id, str):
-            raise InvalidQueryError(f"user_id must be a string, not {user_id!r}")
-        return self.ledger.wing_counts(user_id=user_id or None)
+        return self._drawers.wings(user_id=user_id)
 
     def delete_drawers(self, ids: Sequence[str], *, user_id: str | None = None) -> int:
         """Delete the drawers with these ids that belong to ``user_id``, for good; returns

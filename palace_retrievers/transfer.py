@@ -836,10 +836,10 @@ class _Importer:
         to_embed = [d for d in fresh if d.id not in same_text]
         vectors = self._embed({d.id: d.text for d in to_embed})
         vectors.update({i: kept[i] for i in same_text})
-        self.palace._claim_model()
+        self.palace._model.claim()
         ledger.upsert_drawers(fresh, np.stack([vectors[d.id] for d in fresh]), model=model)
         # Closets are derived: build them over the imported drawers as mining does.
-        self.palace._file_closets(fresh, [])
+        self.palace._filing.file_closets(fresh, [])
         self.report.drawers += len(fresh)
 
     def flush_memories(self) -> None:
@@ -881,7 +881,7 @@ class _Importer:
         to_embed = [m for m in write if not (m.id in kept and existing[m.id].text == m.text)]
         vectors = self._embed({m.id: m.text for m in to_embed})
         vectors.update({m.id: kept[m.id] for m in write if m.id not in vectors})
-        self.palace._claim_model()
+        self.palace._model.claim()
         ledger.save_memories(write, vectors=vectors, model=model, events=events)
         self.report.memories += len(write)
         self.report.events += len(events)
@@ -960,7 +960,7 @@ def import_jsonl(
                     importer.add(record["type"], _read(record))
                 importer.flush()
             finally:
-                palace._sync_index()
+                palace._writer.sync_index()
     return report
 
 

@@ -121,7 +121,7 @@ def read_alone(palace: Palace, source: str, path: Path) -> Read:
     """Scan ``path`` with the source and read every entry; only SourceError may escape."""
     out = Read()
     try:
-        for entry in palace._source(source).scan(path):
+        for entry in palace._selected.source(source).scan(path):
             if isinstance(entry, Skipped):
                 out.skipped.append(entry)
                 continue

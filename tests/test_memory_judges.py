@@ -246,7 +246,7 @@ def test_the_llm_judge_decides_through_remember(
             "memory_judges": {"llm": {"model": "unused"}},
         },
     )
-    palace._memory_judge = LLMJudge({"model": chat})  # a fake chat model (see the docstring)
+    palace._selected.judge = LLMJudge({"model": chat})  # a fake chat model (see the docstring)
     old = palace.remember("Standup is at 9:30", user_id="u1").memory
     assert palace.remember("Standup is at 10:30 from Monday", user_id="u1").action == "updated"
     assert palace.memory(old.id, user_id="u1").status == "superseded"

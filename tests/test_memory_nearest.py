@@ -112,6 +112,6 @@ def test_the_palace_wires_the_index_and_sees_what_the_journal_still_holds(
     vector = palace.embedder.embed_query("We had pizza on Friday")
     indexed = palace.indexes.query("memories", vector=vector, k=5, where=Filter(user_id="u"))
     assert first.id not in [m.id for m in indexed]
-    assert first.id in [i for i, _ in palace._nearest_memories(vector, "u", 5)]
+    assert first.id in [i for i, _ in palace._memories.nearest(vector, "u", 5)]
     assert palace.remember("We had pizza on Friday", user_id="u").action == "duplicate"
     assert [m.id for m in palace.memories(user_id="u")] == [first.id]

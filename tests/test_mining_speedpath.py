@@ -7,7 +7,7 @@ overlap, and that nothing else changes: the same palace as a mine without it, on
 transaction per batch, errors of either step raised to the caller with what was filed
 before kept, no thread left behind, memories extracted under the writer lock.
 
-``Palace`` offers the two steps itself (``Palace._embed_sources``); the baseline mine
+The palace's filing offers the two steps (``Filing.embed_sources``); the baseline mine
 without embedding ahead is ``_PlainMiner``. The
 real ``Palace`` API and SQLite ledger throughout, the exact ``sqlite`` backend and Chroma;
 the FAKE deterministic embedder stands in for the model (the vectors do not matter here,
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-import palace_retrievers.palace as palace_module
+import palace_retrievers.facade.drawers as drawers_module
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.ingest.mining import Miner, StorageFullError
@@ -97,7 +97,7 @@ def test_embedding_ahead_leaves_the_same_palace(
 ) -> None:
     tree = tmp_path / "tree"  # one path for both: closets name their drawers' sources
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(palace_module, "Miner", _PlainMiner)
+        patch.setattr(drawers_module, "Miner", _PlainMiner)
         plain = open_palace(tmp_path / "plain", backend="sqlite", config=CONFIG)
         expected = _mine_twice(plain, write_tree(tree))
     assert len(expected["drawers"]) > 2 * CONFIG["mining"]["batch_size"]

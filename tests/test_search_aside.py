@@ -46,7 +46,7 @@ def test_beside_and_inline_give_the_same_hits(
 ) -> None:
     queries = ["orders database backups", "invoice qx-7741", "who adopted Miso", "pizza"]
     beside = [_answer(palace, q) for q in queries]
-    assert palace._aside is not None  # the worker ran (this machine has two cores)
+    assert palace._searching._aside is not None  # the worker ran (this machine has two cores)
     monkeypatch.setattr("palace_retrievers.palace.os.cpu_count", lambda: 1)
     inline = [_answer(palace, q) for q in queries]
     assert beside == inline
@@ -82,10 +82,10 @@ def test_a_failing_full_text_stage_leaves_the_vector_floor(
 
 def test_close_stops_the_worker(palace: Palace) -> None:
     palace.search("pizza", k=1)
-    worker = palace._aside
+    worker = palace._searching._aside
     assert worker is not None
     palace.close()
-    assert palace._aside is None
+    assert palace._searching._aside is None
     with pytest.raises(RuntimeError):
         worker.submit(print)
 

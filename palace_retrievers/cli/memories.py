@@ -326,7 +326,7 @@ def delete_memories(
 ) -> None:
     """Archive memories (search skips them; `palace restore` brings them back)."""
     with opened(ctx) as palace:
-        archived = [palace.delete_memory(i, user_id=user_id) for i in memory_ids]
+        archived = [palace.archive_memory(i, user_id=user_id) for i in memory_ids]
     if as_json:
         emit_json([record(m) for m in archived])
         return

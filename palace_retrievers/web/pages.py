@@ -346,7 +346,7 @@ class Pages:
 
     async def delete(self, request: Request, user: str) -> Response:
         memory_id = request.path_params["memory_id"]
-        await self.call(self.palace.delete_memory, memory_id, user_id=user or None)
+        await self.call(self.palace.archive_memory, memory_id, user_id=user or None)
         return _back(f"/memories/{memory_id}", user, "deleted")
 
     async def restore(self, request: Request, user: str) -> Response:

@@ -103,7 +103,7 @@ def seed_demo(palace: Palace, *, user: str = DEMO_USER) -> Demo:
     archived = palace.remember(
         "The office wifi password is on the fridge", kind="fact", importance=0.2, user_id=user
     ).memory.id
-    palace.delete_memory(archived, user_id=user)
+    palace.archive_memory(archived, user_id=user)
     kg = palace.kg
     kg.add("Ana", "works_at", "Acme", valid_from="2021-02-01", user_id=user)
     kg.add("Ana", "lives_in", "Lisbon", valid_from="2019-09-01", user_id=user)
