@@ -12,7 +12,9 @@ per run, and times each process from start to exit:
 - ``palace --palace DIR status``.
 
 It prints the median and p90 over ``--runs`` runs (after one unmeasured run that warms
-the disk cache), with the machine's load average, which says how busy it was. When
+the disk cache), with the machine's load average, which says how busy it was, and the
+median CPU time of the process (user + system, all its threads), which says what the
+wall time would be on an idle machine as long as the process keeps to one core. When
 MemPalace's ``mempalace`` command is installed, it builds a MemPalace palace of the same
 texts (``--mempalace`` folder) and times ``mempalace search`` alike; when it is not, it
 says so and skips it.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -71,23 +74,29 @@ def build(path: Path, size: int, cache: Path) -> None:
         print(f"built {path} in {time.perf_counter() - start:.0f} s")
 
 
-def timed(command: Sequence[str]) -> float:
-    """Seconds from starting ``command`` to its exit (which must be 0)."""
+def timed(command: Sequence[str]) -> tuple[float, float]:
+    """Wall and CPU seconds from starting ``command`` to its exit (which must be 0)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
-    return seconds
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, cpu
 
 
-def report(label: str, seconds: Sequence[float]) -> None:
-    ordered = sorted(seconds)
+def report(label: str, runs: Sequence[tuple[float, float]]) -> None:
+    walls = [wall for wall, _ in runs]
+    ordered = sorted(walls)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    cpu = statistics.median(cpu for _, cpu in runs)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"{label:<34} median {statistics.median(ordered):.2f} s  p90 {p90:.2f} s  "
-        f"(runs: {' '.join(f'{s:.2f}' for s in seconds)}; load average {load})",
+        f"{label:<20} wall median {statistics.median(ordered):.2f} s  p90 {p90:.2f} s  "
+        f"CPU median {cpu:.2f} s  (walls: {' '.join(f'{s:.2f}' for s in walls)}; "
+        f"load average {load})",
         flush=True,
     )
 

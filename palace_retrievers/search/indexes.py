@@ -91,9 +91,11 @@ class IndexSet:
         self._fallbacks: dict[str, VectorIndex] = {}
         self._problems: dict[str, str] = {}
         self._failed_at: dict[str, float] = {}
+        #: The ledger's vector count of each collection, at a ledger generation.
+        self._counts: dict[str, tuple[int, int]] = {}
         #: Collections searched by the exact scan, their index not opened yet.
         self._unopened = {
-            c for c in COLLECTIONS if exact_below > 0 and ledger.count_vectors(c) < exact_below
+            c for c in COLLECTIONS if exact_below > 0 and self._count(c) < exact_below
         }
         for collection in COLLECTIONS:
             if collection not in self._unopened:
@@ -134,12 +136,24 @@ class IndexSet:
         if index is None:
             self._problems[collection] = "the index could not be opened"
         else:
-            expected = self._ledger.count_vectors(collection)
+            expected = self._count(collection)
             problem = self._problem(collection, _safe_health(index), expected)
             if problem is not None:
                 self._problems[collection] = problem
         if collection in self._problems:
             self._warn(collection)
+
+    def _count(self, collection: str) -> int:
+        """The ledger's vector count of ``collection`` (counted again once it changed:
+        counting reads every row, and a one-shot command asks more than once)."""
+        generation = self._ledger.generation()
+        counted = self._counts.get(collection)
+        if counted is None or counted[0] != generation:
+            counted = self._counts[collection] = (
+                generation,
+                self._ledger.count_vectors(collection),
+            )
+        return counted[1]
 
     def _problem(self, collection: str, health: Health, expected: int) -> str | None:
         """Why an index in ``health`` cannot be trusted, the ledger holding ``expected``."""
@@ -244,7 +258,7 @@ class IndexSet:
     def status(self) -> list[IndexStatus]:
         out = []
         for collection in COLLECTIONS:
-            ledger_count = self._ledger.count_vectors(collection)
+            ledger_count = self._count(collection)
             health = self._disk_health(collection)
             if health is not None:  # its files tell: the index is left unopened
                 problem = self._problem(collection, health, ledger_count)
