@@ -132,6 +132,7 @@ class Palace:
             judge=self._selected.memory_judge,
             nearest=partial(nearest, ledger, indexes),
         )
+        self._keeping = self._remembering.keeping
         self._memories = Memories(
             config=config,
             ledger=ledger,
@@ -674,7 +675,7 @@ class Palace:
         Raises:
             InvalidQueryError: unknown kind or status, or a bad limit or offset.
         """
-        return self._remembering.list_memories(
+        return self._keeping.list_memories(
             user_id=user_id, kind=kind, status=status, limit=limit, offset=offset
         )
 
@@ -684,7 +685,7 @@ class Palace:
         Raises:
             MemoryNotFoundError: no such memory, or it belongs to another owner.
         """
-        return self._remembering.get(memory_id, user_id=user_id)
+        return self._keeping.get(memory_id, user_id=user_id)
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[MemoryEvent]:
         """Every event of a memory, oldest first: ``add``, ``update``, ``supersede``,
@@ -693,7 +694,7 @@ class Palace:
         Raises:
             MemoryNotFoundError: no history for that id and owner.
         """
-        return self._remembering.history(memory_id, user_id=user_id)
+        return self._keeping.history(memory_id, user_id=user_id)
 
     def chain(self, memory_id: str, *, user_id: str | None = None) -> list[Memory]:
         """The supersede chain through a memory (every value it had), oldest first.
@@ -701,7 +702,7 @@ class Palace:
         Raises:
             MemoryNotFoundError: no such memory for that owner.
         """
-        return self._remembering.chain(memory_id, user_id=user_id)
+        return self._keeping.chain(memory_id, user_id=user_id)
 
     def context(
         self,
@@ -752,7 +753,7 @@ class Palace:
             MemoryNotFoundError: no such memory for that owner.
             InvalidQueryError: empty text, unknown kind, importance outside [0, 1].
         """
-        return self._remembering.edit(
+        return self._keeping.edit(
             memory_id, user_id=user_id, text=text, importance=importance, tags=tags, kind=kind
         )
 
@@ -762,7 +763,7 @@ class Palace:
         Raises:
             MemoryNotFoundError: no such memory for that owner.
         """
-        return self._remembering.edit(
+        return self._keeping.edit(
             memory_id, user_id=user_id, importance=1.0, detail={"pinned": True}
         )
 
@@ -773,7 +774,7 @@ class Palace:
         Raises:
             MemoryNotFoundError: no such memory for that owner.
         """
-        return self._remembering.delete(memory_id, user_id=user_id)
+        return self._keeping.delete(memory_id, user_id=user_id)
 
     def delete_memory(self, memory_id: str, *, user_id: str | None = None) -> Memory:
         """:meth:`archive_memory`, by its older name (kept: callers use it). It archives;
@@ -789,12 +790,12 @@ class Palace:
             MemoryNotFoundError: no such memory for that owner.
             InvalidQueryError: the memory is neither archived nor pending.
         """
-        return self._remembering.restore(memory_id, user_id=user_id)
+        return self._keeping.restore(memory_id, user_id=user_id)
 
     def forget_memories(self, ids: Iterable[str], *, user_id: str | None = None) -> int:
         """Delete memories of ``user_id`` for good; returns how many. Their history is
         kept, with a ``delete`` event (``palace.forget`` removes it with the user)."""
-        return self._remembering.forget(ids, user_id=user_id)
+        return self._keeping.forget(ids, user_id=user_id)
 
     def gc(
         self, *, now: Time | None = None, dry_run: bool = False, user_id: Owner = EVERY_OWNER

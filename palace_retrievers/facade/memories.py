@@ -1,7 +1,8 @@
 """Memories in a palace: beyond the lifecycle, what needs the rest of the palace.
 
-The lifecycle itself (remember, edit, archive, restore, erase, history, chains) is
-:class:`~palace_retrievers.memory.remembering.Remembering`, which
+The lifecycle itself (remember; edit, archive, restore, erase, history, chains) is
+:class:`~palace_retrievers.memory.remembering.Remembering` and its
+:class:`~palace_retrievers.memory.keeping.MemoryKeeping`, which
 :class:`~palace_retrievers.palace.Palace` calls directly. Here is what also needs the
 search, the graph, the plugins or the writer: the context block, counting recalls,
 ``gc`` for every owner or one, forgetting a user altogether, the memories a mine draws
@@ -147,8 +148,8 @@ class Memories:
     def gc(self, *, now: Time | None, dry_run: bool, user_id: Owner) -> GcReport:
         """Archive what the ``[memory]`` policy retires, for every owner or one."""
         if user_id is EVERY_OWNER:
-            return self._remembering.gc(now=now, dry_run=dry_run)
-        return self._remembering.gc(
+            return self._remembering.keeping.gc(now=now, dry_run=dry_run)
+        return self._remembering.keeping.gc(
             now=now, dry_run=dry_run, every_owner=False, user_id=check_owner(user_id)
         )
 

@@ -1,7 +1,8 @@
 """Keeping memories: reading them back, changing them and retiring them once filed.
 
-:class:`MemoryKeeping` is a mixin of :class:`~palace_retrievers.memory.remembering.Remembering`,
-which files new memories; everything after filing is here. Every read is scoped to one
+:class:`MemoryKeeping` is held by :class:`~palace_retrievers.memory.remembering.Remembering`,
+which files new memories (and lends it its slot reader and the confirming of a pending
+memory); everything after filing is here. Every read is scoped to one
 owner (``user_id=None`` sees only the unowned memories), and every change and its
 history are one ledger transaction, after which the vector index follows through the
 ledger's journal.
@@ -55,23 +56,41 @@ if TYPE_CHECKING:
 
 
 class MemoryKeeping:
-    """Reading, changing and retiring the memories of one palace (mixed into
-    :class:`~palace_retrievers.memory.remembering.Remembering`)."""
+    """Reading, changing and retiring the memories of one palace.
 
-    if TYPE_CHECKING:
-        # Provided by Remembering, the class this is mixed into.
-        _ledger: Ledger
-        _config: MemoryConfig
-        _embed: Callable[[Sequence[str]], Vectors]
-        _model: str
-        _writing: Callable[[str], AbstractContextManager[None]]
-        _sync_index: Callable[[], int]
+    Args:
+        ledger: Where memories live.
+        config: The ``[memory]`` settings.
+        embed: Embeds texts into unit vectors (an edited text is embedded again).
+        model: The embedding model's name (recorded with each vector).
+        writing: The palace's writer lock, as ``writing(operation)``.
+        sync_index: Brings the vector indexes up to the ledger's journal.
+        slot_of: The slot a memory's text states a value of (see
+            :meth:`Remembering.slot_of <palace_retrievers.memory.remembering.Remembering>`).
+        confirm: Confirms a pending memory: it becomes active and supersedes what it
+            updates; returns it, the memories it superseded and their events.
+    """
 
-        def _slot_of(self, text: str) -> str | None: ...
-
-        def _confirm(
-            self, memory: Memory, at: datetime
-        ) -> tuple[Memory, list[Memory], list[MemoryEvent]]: ...
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        config: MemoryConfig,
+        embed: Callable[[Sequence[str]], Vectors],
+        model: str,
+        writing: Callable[[str], AbstractContextManager[None]],
+        sync_index: Callable[[], int],
+        slot_of: Callable[[str], str | None],
+        confirm: Callable[[Memory, datetime], tuple[Memory, list[Memory], list[MemoryEvent]]],
+    ) -> None:
+        self._ledger = ledger
+        self._config = config
+        self._embed = embed
+        self._model = model
+        self._writing = writing
+        self._sync_index = sync_index
+        self._slot_of = slot_of
+        self._confirm = confirm
 
     def _decided(self, operation: str, user_id: str | None, act: Callable[[Mark], T]) -> T:
         """``act(mark)`` under the writer lock, ``mark`` being the owner's memory mark

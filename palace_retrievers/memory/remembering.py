@@ -3,8 +3,9 @@
 :class:`Remembering` does the work behind :meth:`Palace.remember` and the other memory
 methods; the palace hands it the ledger, the embedder, its writer lock and its memory
 judge. Filing a new memory is here; reading, editing, archiving, restoring, forgetting and
-``gc`` come from its mixin :class:`~palace_retrievers.memory.keeping.MemoryKeeping`, and
-the checks on the arguments from :mod:`palace_retrievers.memory.checks`.
+``gc`` are its :attr:`Remembering.keeping` (a
+:class:`~palace_retrievers.memory.keeping.MemoryKeeping`), and the checks on the
+arguments are :mod:`palace_retrievers.memory.checks`.
 
 **The decision**, one path for every judge:
 
@@ -113,11 +114,11 @@ Judged = dict[tuple[str, str], Opinion]
 JudgeSource = Callable[[], tuple[str, MemoryJudge]]
 
 
-class Remembering(MemoryKeeping):
+class Remembering:
     """The memory lifecycle of one palace.
 
-    New memories are filed here; reading, changing and retiring them come from
-    :class:`~palace_retrievers.memory.keeping.MemoryKeeping`.
+    New memories are filed here; reading, changing and retiring them are
+    :attr:`keeping`'s (a :class:`~palace_retrievers.memory.keeping.MemoryKeeping`).
 
     Args:
         ledger: Where memories live.
@@ -164,6 +165,17 @@ class Remembering(MemoryKeeping):
         self._writing = writing
         self._sync_index = sync_index
         self._claim_model = claim_model
+        self.keeping = MemoryKeeping(
+            ledger=ledger,
+            config=self._config,
+            embed=embed,
+            model=model,
+            writing=writing,
+            sync_index=sync_index,
+            slot_of=self._slot_of,
+            confirm=self._confirm,
+        )
+        """Reading, changing and retiring the memories once filed."""
 
     # -- remembering --------------------------------------------------------------------
 
