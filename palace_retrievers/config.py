@@ -8,6 +8,11 @@ plain strings otherwise. Any key the palace does not know is an error that names
 
 Options of a plugin (``[backends.chroma]``, ``[embedders.sentence-transformers]``) are
 passed to that plugin, which validates them itself.
+
+Longer than most modules (about 800 lines), on purpose: it is one schema, a frozen
+dataclass per ``palace.toml`` table whose every field carries its default, its check and
+its one-line documentation (what ``palace config`` renders), plus the reading and writing
+of the file; split by table, the schema would be scattered.
 """
 
 from __future__ import annotations

@@ -40,6 +40,9 @@ name's undecodable byte becomes ``\\xNN`` and any other lone surrogate U+FFFD (s
 error), never the mine. A disk that fills up (``ENOSPC``, SQLite's "database or disk is
 full") stops the mine with :class:`StorageFullError`: the batch being filed is rolled
 back whole, what was filed before is kept, and the next mine goes on from there.
+
+About 550 lines: the miner's one pass (scan, skip, read, chunk, key, file in batches,
+embed ahead) and the helpers only it uses (text a ledger can store, a full disk).
 """
 
 from __future__ import annotations

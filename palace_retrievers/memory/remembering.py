@@ -40,6 +40,9 @@ since then are judged. Nothing is ever deleted by remembering. Every change and 
 history are one ledger transaction, written only while the owner's memory mark still
 holds (decided again otherwise), and the vector index follows through the ledger's
 journal.
+
+About 570 lines: the one decision path (gather, judge, decide, file under the owner's
+mark), whose steps share the pairs judged so far; what follows filing is :attr:`keeping`'s.
 """
 
 from __future__ import annotations

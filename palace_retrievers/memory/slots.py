@@ -13,6 +13,9 @@ preference between two options, a name, an age, the time or date of an event, ``
 Y``); "I like hiking" sets no slot, since liking one thing does not undo another. A
 sentence with more than the pattern (a subordinate clause, a long value) sets no slot:
 precision comes before recall.
+
+About 580 lines: the patterns of every predicate, English and Chinese side by side, which
+read best together; the words they are matched against are :mod:`.wording`'s.
 """
 
 from __future__ import annotations

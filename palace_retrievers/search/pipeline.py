@@ -28,6 +28,10 @@ Stages, in order (every knob is a ``[search]`` key of ``palace.toml``, see
 No stage removes a vector candidate; each can only add candidates or raise scores.
 Memories are found and scored apart (:mod:`palace_retrievers.memory.recall`) and merged with
 these hits by :meth:`Palace.search <palace_retrievers.palace.Palace.search>`.
+
+About 550 lines: one class whose stages share its caches (drawers, vectors, closet
+pointers, term counts, all forgotten when the ledger changes). What stands alone is in
+:mod:`.query`, :mod:`.fusion`, :mod:`.bm25_context` and :mod:`.post_filter`.
 """
 
 from __future__ import annotations
