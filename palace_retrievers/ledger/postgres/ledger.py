@@ -42,6 +42,7 @@ from palace_retrievers.ledger.postgres.connection import PostgresConnection, Pos
 from palace_retrievers.ledger.postgres.dialect import POSTGRES
 from palace_retrievers.ledger.postgres.lock import AdvisoryWriterLock
 from palace_retrievers.ledger.postgres.schema import FULL_TEXT, gin_index
+from palace_retrievers.ledger.sql.full_text import added_up
 from palace_retrievers.ledger.sql.ledger import SQLLedger
 from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES
 from palace_retrievers.writer_lock import PalaceLock
@@ -192,21 +193,21 @@ class PostgresLedger(PostgresConnection, SQLLedger):
         self, table: str, query: str, condition: str, params: list[Any], limit: int
     ) -> list[tuple[str, float]]:
         """Full-text candidates of ``table`` (alias ``d``) passing ``condition``."""
-        scores: dict[str, float] = {}
         if limit <= 0:
             return []
-        for column, terms in zip(("words", "grams"), fts.query(query), strict=True):
-            if terms is None:
-                continue
-            rows = self._rows(
-                f"SELECT d.id, ts_rank(d.{column}, q, 1) AS score FROM {table} d, "
-                f"CAST(? AS tsquery) AS q WHERE d.{column} @@ q AND {condition} "
-                "ORDER BY score DESC, d.id LIMIT ?",
-                [terms, *params, limit],
-            )
-            for found, score in rows:
-                scores[found] = scores.get(found, 0.0) + float(score)
-        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        return added_up(
+            (
+                self._rows(
+                    f"SELECT d.id, ts_rank(d.{column}, q, 1) AS score FROM {table} d, "
+                    f"CAST(? AS tsquery) AS q WHERE d.{column} @@ q AND {condition} "
+                    "ORDER BY score DESC, d.id LIMIT ?",
+                    [terms, *params, limit],
+                )
+                for column, terms in zip(FULL_TEXT, fts.query(query), strict=True)
+                if terms is not None
+            ),
+            limit,
+        )
 
     # -- memories -----------------------------------------------------------------------
 

@@ -19,15 +19,14 @@ ranked with ``ts_rank`` (a document naming more of the terms, more often, ranks 
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterable
+
+from palace_retrievers.ledger.sql.full_text import CJK, WORD, trigrams
 
 #: The version of the cutting below; the ledger recomputes its full text when it changes.
 VERSION = 1
 
-_WORD = re.compile(r"[^\W_]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 #: PostgreSQL keeps positions up to 16,383 and at most 256 positions per lexeme.
 _MAX_POSITION = 16_383
 _MAX_POSITIONS = 256
@@ -51,16 +50,11 @@ def fold(word: str) -> str:
 def words(text: str) -> list[str]:
     """The folded words of ``text`` in order (Chinese, Japanese and Korean left out)."""
     out: list[str] = []
-    for match in _WORD.finditer(text):
-        for part in _CJK.split(match.group()):
+    for match in WORD.finditer(text):
+        for part in CJK.split(match.group()):
             if part:
-                out.extend(_WORD.findall(fold(part)))
+                out.extend(WORD.findall(fold(part)))
     return out
-
-
-def trigrams(text: str) -> list[str]:
-    """Every three consecutive characters of each Chinese, Japanese or Korean run."""
-    return [run[i : i + 3] for run in _CJK.findall(text) for i in range(len(run) - 2)]
 
 
 def _quote(lexeme: str) -> str:

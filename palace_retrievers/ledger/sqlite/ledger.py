@@ -12,7 +12,6 @@ counting a memory's access without waiting.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
+from palace_retrievers.ledger.sql.full_text import CJK, WORD, added_up, trigrams
 from palace_retrievers.ledger.sql.ledger import SQLLedger
 from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES
 from palace_retrievers.ledger.sqlite.dialect import SQLITE
@@ -52,10 +52,6 @@ def _read_only(exc: BaseException) -> bool:
     )
 
 
-_WORD = re.compile(r"[^\W_]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
-
-
 #: Seconds counting a memory access waits for the ledger (this process's lock, then
 #: another connection's write) before it gives up on the count.
 TOUCH_WAIT = 0.05
@@ -71,10 +67,8 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 
 def fts_terms(query: str) -> tuple[list[str], list[str]]:
     """The terms of ``query`` for the word table and for the trigram table."""
-    words = _WORD.findall(query)
-    latin = [w for w in words if not _CJK.search(w)]
-    trigrams = [run[i : i + 3] for run in _CJK.findall(query) for i in range(max(len(run) - 2, 0))]
-    return latin, trigrams
+    latin = [w for w in WORD.findall(query) if not CJK.search(w)]
+    return latin, trigrams(query)
 
 
 def fts_match(terms: Sequence[str]) -> str:
@@ -333,20 +327,20 @@ class SQLiteLedger(SQLLedger):
         """The FTS5 word and trigram tables of ``table``, their bm25 scores added up. The
         drawers' are read on the calling thread's own connection (see _side_read)."""
         read = self._side_read if table == "drawers" else self._read
-        latin, trigrams = fts_terms(query)
-        scores: dict[str, float] = {}
-        for fts, terms in ((f"{table}_fts", latin), (f"{table}_trigram", trigrams)):
-            if not terms:
-                continue
-            rows = read(
-                f"SELECT d.id, -bm25({fts}) FROM {fts} JOIN {table} d "
-                f"ON d.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {condition} "
-                f"ORDER BY bm25({fts}) LIMIT ?",
-                [fts_match(terms), *params, limit],
-            )
-            for found, score in rows:
-                scores[found] = scores.get(found, 0.0) + float(score)
-        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+        searches = zip((f"{table}_fts", f"{table}_trigram"), fts_terms(query), strict=True)
+        return added_up(
+            (
+                read(
+                    f"SELECT d.id, -bm25({fts}) FROM {fts} JOIN {table} d "
+                    f"ON d.rowid = {fts}.rowid WHERE {fts} MATCH ? AND {condition} "
+                    f"ORDER BY bm25({fts}) LIMIT ?",
+                    [fts_match(terms), *params, limit],
+                )
+                for fts, terms in searches
+                if terms
+            ),
+            limit,
+        )
 
     # -- memories -----------------------------------------------------------------------
 
