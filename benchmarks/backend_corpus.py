@@ -203,7 +203,9 @@ def cached_vectors(
             parts.append(np.load(path))
             continue
         if embedder is None:
-            from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+            from palace_plugins.builtin.embedders.sentence_transformers import (
+                SentenceTransformerEmbedder,
+            )
 
             embedder = SentenceTransformerEmbedder(options={"batch_size": 64})
         vectors = embedder.embed_documents(chunk).astype(np.float32)

@@ -97,7 +97,7 @@ class CachedEmbedder(Embedder):
 
     def model(self) -> Embedder:
         if self._model is None:
-            from palace_plugins.builtin.sentence_transformers import (
+            from palace_plugins.builtin.embedders.sentence_transformers import (
                 SentenceTransformerEmbedder,
             )
 

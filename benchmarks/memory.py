@@ -91,9 +91,9 @@ from typing import Any
 
 import numpy as np
 
-from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segments
-from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
-from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_plugins.builtin.embedders.sentence_transformers import SentenceTransformerEmbedder
+from palace_plugins.builtin.extractors.rule_memories import RuleMemoryExtractor
+from palace_plugins.builtin.sources.conversations import Chunking, Turn, exchanges, segments
 from palace_retrievers import Palace
 from palace_retrievers.config import MemoryConfig
 from palace_retrievers.embedder import Embedder

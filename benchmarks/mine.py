@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_plugins.builtin.embedders.sentence_transformers import SentenceTransformerEmbedder
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Embedder, Vectors
 
@@ -297,7 +297,7 @@ def sweep(target: Path, source: str, workdir: Path) -> list[str]:
     import torch
     from transformers import AutoTokenizer
 
-    from palace_plugins.builtin.sentence_transformers import _default_model_path
+    from palace_plugins.builtin.embedders.sentence_transformers import _default_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(_default_model_path()))
     threads = torch.get_num_threads()

@@ -11,9 +11,8 @@ of the drawers they point to; they never hide a drawer (see :mod:`palace_retriev
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from palace_retrievers.errors import PluginError
 from palace_retrievers.ids import digest
@@ -69,10 +68,6 @@ class ClosetExtractor(ABC):
     @abstractmethod
     def extract(self, *, drawers: Sequence[Drawer]) -> list[ClosetEntry]:
         """Entries for ``drawers`` (consecutive chunks of one source), in any number."""
-
-
-ClosetExtractorFactory = Callable[[Mapping[str, Any]], ClosetExtractor]
-"""``factory(options) -> ClosetExtractor``."""
 
 
 def render_line(entry: ClosetEntry, *, max_chars: int = MAX_CLOSET_CHARS) -> tuple[str, str]:

@@ -9,7 +9,7 @@ palace, so that a palace is never searched with vectors from another model.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,10 +41,6 @@ class Embedder(ABC):
         """The vector of a query, shape ``(dimension,)``. Override for asymmetric models."""
         vector: Vectors = self.embed_documents([text])[0]
         return vector
-
-
-EmbedderFactory = Callable[..., Embedder]
-"""``factory(*, model: str | None, options: Mapping[str, Any]) -> Embedder``."""
 
 
 def unit_rows(vectors: Any, *, dimension: int, count: int) -> Vectors:

@@ -12,7 +12,7 @@ A backend plugin registers a factory (``palace_register_backends``) that takes a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -162,6 +162,3 @@ class VectorIndex(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release files and connections."""
-
-
-BackendFactory = Callable[[BackendContext], VectorIndex]

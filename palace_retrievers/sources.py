@@ -115,6 +115,3 @@ class Source(ABC):
             SourceError: ``path`` cannot be mined at all (missing, or a single file that
                 is binary or unreadable).
         """
-
-
-SourceFactory = Callable[[Mapping[str, Any]], Source]

@@ -56,7 +56,7 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
 @pytest.fixture(scope="session")
 def real_embedder() -> Embedder:
     """The real all-MiniLM-L6-v2, loaded once for the whole session."""
-    from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+    from palace_plugins.builtin.embedders.sentence_transformers import SentenceTransformerEmbedder
 
     # Larger batches than the default: the short sentences of the equivalence test
     # embed markedly faster this way on a small CPU.

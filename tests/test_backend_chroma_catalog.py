@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palace_plugins.builtin import vector_catalog
-from palace_plugins.builtin.chroma import ChromaIndex
+from palace_plugins.builtin.backends import vector_catalog
+from palace_plugins.builtin.backends.chroma import ChromaIndex
 from palace_plugins.testing import BackendTests
 from palace_plugins.testing.backends import DIMENSION, brute_force, entry, synthetic_vectors
 from palace_retrievers.index import BackendContext, IndexEntry

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin import hnsw_files
-from palace_plugins.builtin.chroma import ChromaIndex
+from palace_plugins.builtin.backends import hnsw_files
+from palace_plugins.builtin.backends.chroma import ChromaIndex
 from palace_plugins.testing import BackendTests
 from palace_plugins.testing.backends import DIMENSION, entry, synthetic_vectors
 from palace_retrievers.index import BackendContext

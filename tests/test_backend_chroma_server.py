@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from degraded_palace import check_degrades_and_recovers, palace_config
 
-from palace_plugins.builtin.chroma import ChromaIndex, server_address
+from palace_plugins.builtin.backends.chroma import ChromaIndex, server_address
 from palace_plugins.testing import BackendTests, IndexFactory, entry, synthetic_vectors
 from palace_retrievers import Palace
 from palace_retrievers.errors import ConfigError, IndexUnavailableError

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from degraded_palace import check_degrades_and_recovers, palace_config
 
-from palace_plugins.builtin.pgvector import PgvectorIndex
+from palace_plugins.builtin.backends.pgvector import PgvectorIndex
 from palace_plugins.testing import BackendTests, IndexFactory
 from palace_retrievers import Palace
 from palace_retrievers.errors import ConfigError, IndexUnavailableError

@@ -18,7 +18,7 @@ import pytest
 from degraded_palace import QUERY, TEXTS, cli_status, palace_config
 from qdrant_client import models
 
-from palace_plugins.builtin.qdrant import QdrantIndex, point_id, qdrant_filter
+from palace_plugins.builtin.backends.qdrant import QdrantIndex, point_id, qdrant_filter
 from palace_plugins.testing import BackendTests, IndexFactory, entry, synthetic_vectors
 from palace_retrievers import Palace
 from palace_retrievers.errors import ConfigError, IndexUnavailableError

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from palace_plugins.builtin.chroma import ChromaIndex, chroma_where
-from palace_plugins.builtin.exact import ExactIndex
+from palace_plugins.builtin.backends.chroma import ChromaIndex, chroma_where
+from palace_plugins.builtin.backends.exact import ExactIndex
 from palace_plugins.testing import BackendTests, IndexFactory
 from palace_retrievers.records import Filter
 

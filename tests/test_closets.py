@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from palace_plugins.builtin.regex_closets import RegexClosetExtractor
+from palace_plugins.builtin.extractors.regex_closets import RegexClosetExtractor
 from palace_retrievers import Palace
 from palace_retrievers.closets import MAX_CLOSET_CHARS, build_closets
 from palace_retrievers.records import Drawer

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from palace_plugins.builtin.regex_closets import RegexClosetExtractor
+from palace_plugins.builtin.extractors.regex_closets import RegexClosetExtractor
 from palace_plugins.testing import ClosetExtractorTests
 from palace_plugins.testing.closets import ClosetExtractorFactory, drawers
 from palace_retrievers.closets import ClosetEntry, ClosetExtractor

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fakes import FAKE_MODEL, HashingEmbedder
 
-from palace_plugins.builtin.sentence_transformers import (
+from palace_plugins.builtin.embedders.sentence_transformers import (
     DEFAULT_MODEL,
     SentenceTransformerEmbedder,
 )

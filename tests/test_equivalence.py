@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.chroma import ChromaIndex
-from palace_plugins.builtin.exact import ExactIndex
+from palace_plugins.builtin.backends.chroma import ChromaIndex
+from palace_plugins.builtin.backends.exact import ExactIndex
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.index import BackendContext, VectorIndex
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger

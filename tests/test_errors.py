@@ -39,7 +39,7 @@ def test_no_error_class_is_defined_outside_errors_py() -> None:
 
 
 def test_the_old_import_paths_still_work() -> None:
-    from palace_plugins.builtin import onnx_embedding
+    from palace_plugins.builtin.embedders import onnx_embedding
     from palace_retrievers.ledger.postgres.connection import LedgerUnavailableError
     from palace_retrievers.transfer import BadRecordError
     from palace_retrievers.web import UnsafeBindError

@@ -1,7 +1,7 @@
 """Memory extraction at mine time: the contract, the ``rules`` and ``llm`` extractors, lookup.
 
 Conversation drawers are built the way the conversation sources build them
-(``palace_plugins.builtin.conversations``: exchanges rendered as ``speaker: text``, with
+(``palace_plugins.builtin.sources.conversations``: exchanges rendered as ``speaker: text``, with
 ``speakers`` in the metadata), so the extractors read what mining would hand them.
 """
 
@@ -19,9 +19,9 @@ from fakes import make_plugin
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from palace_plugins import PluginManager
-from palace_plugins.builtin.conversations import Chunking, Turn, exchanges, segments
-from palace_plugins.builtin.llm_memories import PROMPT, LLMMemoryExtractor, parse_answer
-from palace_plugins.builtin.rule_memories import RuleMemoryExtractor
+from palace_plugins.builtin.extractors.llm_memories import PROMPT, LLMMemoryExtractor, parse_answer
+from palace_plugins.builtin.extractors.rule_memories import RuleMemoryExtractor
+from palace_plugins.builtin.sources.conversations import Chunking, Turn, exchanges, segments
 from palace_retrievers.errors import ConfigError, PluginError, PluginNotFoundError
 from palace_retrievers.memory.extraction import (
     KINDS,
@@ -259,7 +259,7 @@ def test_llm_extractor_with_a_fake_chat_model() -> None:
     ["I could not find any memories.", '{"memories": [{"text": "unterminated', "[1, 2", "{}"],
 )
 def test_llm_extractor_survives_bad_json(answer: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="palace_plugins.builtin.llm_memories"):
+    with caplog.at_level(logging.WARNING, logger="palace_plugins.builtin.extractors.llm_memories"):
         found = LLMMemoryExtractor({"model": Spy(answer)}).extract(drawers=ENGLISH[:1])
     assert found == []
     assert caplog.records, "bad output is logged"
@@ -302,7 +302,8 @@ def test_parse_answer_accepts_a_bare_list_and_content_blocks() -> None:
 
 def test_llm_module_does_not_import_langchain() -> None:
     code = (
-        "import sys, palace_plugins.builtin.llm_memories, palace_plugins.builtin.rule_memories;"
+        "import sys, palace_plugins.builtin.extractors.llm_memories, "
+        "palace_plugins.builtin.extractors.rule_memories;"
         "print(sorted(m for m in sys.modules if m.startswith('langchain')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -318,7 +318,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 #: searches answered by the exact scan), without ever letting Chroma load the damaged
 #: files: Chroma answers from a truncated HNSW data file without an error (wrong
 #: neighbours), and a query on some damaged files crashes the process (SIGSEGV). The
-#: backend checks the HNSW files' structure on disk (palace_plugins/builtin/hnsw_files.py).
+#: backend checks the HNSW files' structure on disk (palace_plugins/builtin/backends/hnsw_files.py).
 #: (An emptied or dropped FTS table is noticed by Ledger.lexical_problem and rebuilt by
 #: the next write and by `palace reindex`.)
 NOTICED = {name for name in DAMAGE if name.startswith(("chroma-", "hnsw-"))}
@@ -461,7 +461,7 @@ def test_the_vector_index_out_of_room_mid_mine(
 ) -> None:
     """``OSError(ENOSPC)`` from Chroma after the ledger committed a batch: the journal
     keeps what the index missed, and the next mine replays it."""
-    from palace_plugins.builtin.chroma import ChromaIndex
+    from palace_plugins.builtin.backends.chroma import ChromaIndex
 
     calls = {"n": 0}
     original = ChromaIndex.upsert

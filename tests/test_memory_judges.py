@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 from fakes import make_plugin
 
-from palace_plugins.builtin.learned_judge import learned_judge
-from palace_plugins.builtin.llm_judge import LLMJudge
+from palace_plugins.builtin.judges.learned_judge import learned_judge
+from palace_plugins.builtin.judges.llm_judge import LLMJudge
 from palace_plugins.testing import JudgeTests
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli

@@ -179,7 +179,7 @@ def check_agreement(palace_dir: Path) -> None:
     import chromadb
     from chromadb.config import Settings
 
-    from palace_plugins.builtin.chroma import active_collection
+    from palace_plugins.builtin.backends.chroma import active_collection
 
     client = chromadb.PersistentClient(
         path=str(palace_dir / "index" / "chroma"), settings=Settings(anonymized_telemetry=False)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palace_plugins.builtin import onnx_embedding
-from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_plugins.builtin.embedders import onnx_embedding
+from palace_plugins.builtin.embedders.sentence_transformers import SentenceTransformerEmbedder
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.errors import ConfigError
 
@@ -94,7 +94,8 @@ def test_a_new_process_answers_from_the_cached_graph_without_torch(
     assert embedder.runtime == "onnx"  # exported (or found) in the shared cache
     script = (
         "import sys, json\n"
-        "from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder\n"
+        "from palace_plugins.builtin.embedders.sentence_transformers import "
+        "SentenceTransformerEmbedder\n"
         "e = SentenceTransformerEmbedder()\n"
         "v = e.embed_query(sys.argv[1])\n"
         "print(json.dumps({'runtime': e.runtime, 'torch': 'torch' in sys.modules,\n"
@@ -125,7 +126,7 @@ def _model_copy(tmp_path: Path) -> Path:
 
 
 def onnx_embedding_model_dir() -> Path:
-    from palace_plugins.builtin.sentence_transformers import _default_model_path
+    from palace_plugins.builtin.embedders.sentence_transformers import _default_model_path
 
     return _default_model_path()
 

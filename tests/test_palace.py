@@ -25,7 +25,7 @@ def chroma_ids(palace_dir: Path, collection: str = "palace_drawers") -> set[str]
     import chromadb
     from chromadb.config import Settings
 
-    from palace_plugins.builtin.chroma import active_collection
+    from palace_plugins.builtin.backends.chroma import active_collection
 
     client = chromadb.PersistentClient(
         path=str(palace_dir / "index" / "chroma"), settings=Settings(anonymized_telemetry=False)

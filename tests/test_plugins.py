@@ -13,7 +13,7 @@ from fakes import make_plugin
 
 import palace_plugins.manager as manager_module
 from palace_plugins import PluginManager, hookspecs
-from palace_plugins.builtin.exact import ExactIndex
+from palace_plugins.builtin.backends.exact import ExactIndex
 from palace_retrievers import Palace, PluginError, PluginNotFoundError
 from palace_retrievers.index import BackendContext, VectorIndex
 
@@ -114,7 +114,7 @@ def _fake_entry_points(
 BROKEN = 'raise RuntimeError("the plugin is broken on purpose")\n'
 WORKING = """
 from palace_plugins import hookimpl
-from palace_plugins.builtin.exact import ExactIndex
+from palace_plugins.builtin.backends.exact import ExactIndex
 
 class WorkingIndex(ExactIndex):
     pass

@@ -31,7 +31,7 @@ def test_a_reference_is_imported_on_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / f"{LAZY_MODULE}.py").write_text(
-        "from palace_plugins.builtin.exact import ExactIndex\n"
+        "from palace_plugins.builtin.backends.exact import ExactIndex\n"
         "class LazyIndex(ExactIndex):\n    pass\n",
         encoding="utf-8",
     )
@@ -53,9 +53,9 @@ def test_a_reference_is_imported_on_first_use(
     ("reference", "error"),
     [
         ("palace_test_no_such_module:Thing", "cannot be imported"),
-        ("palace_plugins.builtin.exact:NoSuchThing", "cannot be imported"),
-        ("palace_plugins.builtin.exact", "not a factory"),
-        ("palace_plugins.builtin.exact:__doc__", "not a factory"),
+        ("palace_plugins.builtin.backends.exact:NoSuchThing", "cannot be imported"),
+        ("palace_plugins.builtin.backends.exact", "not a factory"),
+        ("palace_plugins.builtin.backends.exact:__doc__", "not a factory"),
     ],
 )
 def test_a_bad_reference_is_a_plugin_error_naming_it(reference: str, error: str) -> None:

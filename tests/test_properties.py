@@ -37,8 +37,9 @@ from fakes import FAKE_PLUGIN
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from palace_plugins.builtin.chroma import ChromaIndex
-from palace_plugins.builtin.conversations import (
+from palace_plugins.builtin.backends.chroma import ChromaIndex
+from palace_plugins.builtin.backends.exact import ExactIndex
+from palace_plugins.builtin.sources.conversations import (
     ASSISTANT,
     USER,
     Chunking,
@@ -47,7 +48,6 @@ from palace_plugins.builtin.conversations import (
     render,
     segments,
 )
-from palace_plugins.builtin.exact import ExactIndex
 from palace_retrievers import Palace
 from palace_retrievers.closets import ClosetEntry, ClosetExtractor, build_closets, render_line
 from palace_retrievers.errors import PluginError

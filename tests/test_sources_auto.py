@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.auto import AutoSource, detect
+from palace_plugins.builtin.sources.auto import AutoSource, detect
 from palace_retrievers import ConfigError, Filter, Palace, SourceError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sources"

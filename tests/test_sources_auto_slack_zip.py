@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.auto import detect
+from palace_plugins.builtin.sources.auto import detect
 from palace_retrievers import Filter, Palace
 
 EXPORT = Path(__file__).resolve().parent / "fixtures" / "sources" / "slack" / "export"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.chatgpt import ChatGPTSource, current_branch
-from palace_plugins.builtin.reading import Problems
+from palace_plugins.builtin.sources.chatgpt import ChatGPTSource, current_branch
+from palace_plugins.builtin.sources.reading import Problems
 from palace_retrievers import Filter, Palace, SourceError
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import SourceEntry

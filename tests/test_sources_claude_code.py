@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.claude_code import ClaudeCodeSource, clean, tool_call, tool_result
+from palace_plugins.builtin.sources.claude_code import (
+    ClaudeCodeSource,
+    clean,
+    tool_call,
+    tool_result,
+)
 from palace_retrievers import Filter, Palace
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import SourceEntry

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from palace_plugins.builtin.auto import AutoSource
-from palace_plugins.builtin.chatgpt import ChatGPTSource
-from palace_plugins.builtin.claude_code import ClaudeCodeSource
-from palace_plugins.builtin.files import FilesSource
-from palace_plugins.builtin.slack import SlackSource
-from palace_plugins.builtin.text import TextSource
+from palace_plugins.builtin.sources.auto import AutoSource
+from palace_plugins.builtin.sources.chatgpt import ChatGPTSource
+from palace_plugins.builtin.sources.claude_code import ClaudeCodeSource
+from palace_plugins.builtin.sources.files import FilesSource
+from palace_plugins.builtin.sources.slack import SlackSource
+from palace_plugins.builtin.sources.text import TextSource
 from palace_plugins.testing import SourceTests
 from palace_retrievers.sources import Source
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from palace_plugins.builtin.conversations import (
+from palace_plugins.builtin.sources.conversations import (
     ASSISTANT,
     NOTE_CHARS,
     TOOL,
@@ -20,7 +20,13 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import Item, Problems, array_items, decode, jsonl_records
+from palace_plugins.builtin.sources.reading import (
+    Item,
+    Problems,
+    array_items,
+    decode,
+    jsonl_records,
+)
 from palace_retrievers import SourceError
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.files import FilesSource
+from palace_plugins.builtin.sources.files import FilesSource
 from palace_retrievers import Filter, Palace, SourceError
 from palace_retrievers.sources import Skipped, SourceEntry
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.slack import Directory, SlackSource, resolve
+from palace_plugins.builtin.sources.slack import Directory, SlackSource, resolve
 from palace_retrievers import Filter, Palace, SourceError
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import SourceEntry
@@ -289,7 +289,7 @@ def test_hostile_zip_members_are_skipped_and_never_written(
 def test_an_oversized_or_encrypted_member_costs_only_itself(
     fake_palace: Palace, export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import palace_plugins.builtin.slack as slack
+    import palace_plugins.builtin.sources.slack as slack
 
     archive = zip_export(export, tmp_path / "export.zip")
     with zipfile.ZipFile(archive, "a") as zipped:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_plugins.builtin.text import TextSource, transcript_turns
+from palace_plugins.builtin.sources.text import TextSource, transcript_turns
 from palace_retrievers import ConfigError, Filter, Palace, SourceError
 from palace_retrievers.records import Drawer
 from palace_retrievers.sources import Skipped, SourceEntry

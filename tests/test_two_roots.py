@@ -24,12 +24,12 @@ import pytest
 from fakes import HashingEmbedder
 from helpers_tree import write_tree
 
-from palace_plugins.builtin.auto import AutoSource
-from palace_plugins.builtin.chatgpt import ChatGPTSource
-from palace_plugins.builtin.claude_code import ClaudeCodeSource
-from palace_plugins.builtin.files import FilesSource
-from palace_plugins.builtin.slack import SlackSource
-from palace_plugins.builtin.text import TextSource
+from palace_plugins.builtin.sources.auto import AutoSource
+from palace_plugins.builtin.sources.chatgpt import ChatGPTSource
+from palace_plugins.builtin.sources.claude_code import ClaudeCodeSource
+from palace_plugins.builtin.sources.files import FilesSource
+from palace_plugins.builtin.sources.slack import SlackSource
+from palace_plugins.builtin.sources.text import TextSource
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Vectors
 from palace_retrievers.ids import root_label, root_prefix, split_source_key

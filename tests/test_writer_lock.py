@@ -188,8 +188,8 @@ def test_a_reader_whose_index_query_failed_goes_back_to_it_later(
     exact scan; the index is checked again later and used once it agrees with the ledger."""
     from fakes import make_plugin
 
-    from palace_plugins.builtin.exact import ExactIndex
-    from palace_retrievers import indexes
+    from palace_plugins.builtin.backends.exact import ExactIndex
+    from palace_retrievers.search import indexes
 
     failures = [1]
 

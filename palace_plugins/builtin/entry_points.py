@@ -32,43 +32,46 @@ class Builtin:
         return f"<built-in plugin {', '.join(self.references)}>"
 
 
-def _backend(name: str, reference: str) -> Builtin:
-    return Builtin("palace_register_backends", {name: reference})
-
-
-def _source(name: str, reference: str) -> Builtin:
-    return Builtin("palace_register_sources", {name: reference})
-
-
 HERE = "palace_plugins.builtin"
 
-chroma = _backend("chroma", f"{HERE}.chroma:ChromaIndex")
-sqlite = _backend("sqlite", f"{HERE}.exact:ExactIndex")
-qdrant = _backend("qdrant", f"{HERE}.qdrant:QdrantIndex")
-pgvector = _backend("pgvector", f"{HERE}.pgvector:PgvectorIndex")
 
-sentence_transformers = Builtin(
+def _one(hook: str, name: str, module: str, attribute: str) -> Builtin:
+    """The built-in registering ``name`` for ``hook`` as ``HERE.module:attribute``."""
+    return Builtin(hook, {name: f"{HERE}.{module}:{attribute}"})
+
+
+BACKENDS = "palace_register_backends"
+SOURCES = "palace_register_sources"
+
+chroma = _one(BACKENDS, "chroma", "backends.chroma", "ChromaIndex")
+sqlite = _one(BACKENDS, "sqlite", "backends.exact", "ExactIndex")
+qdrant = _one(BACKENDS, "qdrant", "backends.qdrant", "QdrantIndex")
+pgvector = _one(BACKENDS, "pgvector", "backends.pgvector", "PgvectorIndex")
+
+sentence_transformers = _one(
     "palace_register_embedders",
-    {"sentence-transformers": f"{HERE}.sentence_transformers:SentenceTransformerEmbedder"},
+    "sentence-transformers",
+    "embedders.sentence_transformers",
+    "SentenceTransformerEmbedder",
 )
 
-files = _source("files", f"{HERE}.files:FilesSource")
-text = _source("text", f"{HERE}.text:TextSource")
-claude_code = _source("claude-code", f"{HERE}.claude_code:ClaudeCodeSource")
-chatgpt = _source("chatgpt", f"{HERE}.chatgpt:ChatGPTSource")
-slack = _source("slack", f"{HERE}.slack:SlackSource")
-auto = _source("auto", f"{HERE}.auto:AutoSource")
+files = _one(SOURCES, "files", "sources.files", "FilesSource")
+text = _one(SOURCES, "text", "sources.text", "TextSource")
+claude_code = _one(SOURCES, "claude-code", "sources.claude_code", "ClaudeCodeSource")
+chatgpt = _one(SOURCES, "chatgpt", "sources.chatgpt", "ChatGPTSource")
+slack = _one(SOURCES, "slack", "sources.slack", "SlackSource")
+auto = _one(SOURCES, "auto", "sources.auto", "AutoSource")
 
-regex = Builtin(
-    "palace_register_closet_extractors", {"regex": f"{HERE}.regex_closets:RegexClosetExtractor"}
+regex = _one(
+    "palace_register_closet_extractors", "regex", "extractors.regex_closets", "RegexClosetExtractor"
 )
-rule_memories = Builtin(
-    "palace_register_memory_extractors", {"rules": f"{HERE}.rule_memories:RuleMemoryExtractor"}
+rule_memories = _one(
+    "palace_register_memory_extractors", "rules", "extractors.rule_memories", "RuleMemoryExtractor"
 )
-llm_memories = Builtin(
-    "palace_register_memory_extractors", {"llm": f"{HERE}.llm_memories:LLMMemoryExtractor"}
+llm_memories = _one(
+    "palace_register_memory_extractors", "llm", "extractors.llm_memories", "LLMMemoryExtractor"
 )
-learned_judge = Builtin(
-    "palace_register_memory_judges", {"learned": f"{HERE}.learned_judge:learned_judge"}
+learned_judge = _one(
+    "palace_register_memory_judges", "learned", "judges.learned_judge", "learned_judge"
 )
-llm_judge = Builtin("palace_register_memory_judges", {"llm": f"{HERE}.llm_judge:LLMJudge"})
+llm_judge = _one("palace_register_memory_judges", "llm", "judges.llm_judge", "LLMJudge")

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from palace_plugins.factories import BackendFactory as IndexFactory
 from palace_retrievers.index import (
     BackendContext,
     Capabilities,
@@ -45,7 +46,6 @@ __all__ = [
     "unit",
 ]
 
-IndexFactory = Callable[[BackendContext], VectorIndex]
 Vector = npt.NDArray[np.float32]
 
 #: Dimension of the synthetic vectors the backend suite uses.

@@ -11,13 +11,14 @@ extractor can serve several threads at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
+from palace_plugins.factories import ClosetExtractorFactory
 from palace_retrievers.closets import (
     MAX_CLOSET_CHARS,
     Closet,
@@ -30,8 +31,6 @@ from palace_retrievers.ids import drawer_id
 from palace_retrievers.records import Drawer
 
 __all__ = ["SAMPLES", "ClosetExtractorFactory", "ClosetExtractorTests", "drawers"]
-
-ClosetExtractorFactory = Callable[[Mapping[str, Any]], ClosetExtractor]
 
 #: A run of consecutive chunks per language, each naming people, places, dates and things.
 SAMPLES: dict[str, tuple[str, ...]] = {

@@ -15,12 +15,13 @@ the pairs it will be shown to answer (a scripted fake model, say), override
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
+from palace_plugins.factories import MemoryJudgeFactory as JudgeFactory
 from palace_retrievers.memory.judges import (
     LABELS,
     JudgeContext,
@@ -31,8 +32,6 @@ from palace_retrievers.memory.judges import (
 )
 
 __all__ = ["SAMPLE_PAIRS", "JudgeFactory", "JudgeTests"]
-
-JudgeFactory = Callable[[Mapping[str, Any]], MemoryJudge]
 
 #: Pairs in English and Chinese, of each kind, with plausible cosines.
 SAMPLE_PAIRS: tuple[Pair, ...] = (

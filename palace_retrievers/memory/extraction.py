@@ -22,11 +22,10 @@ from __future__ import annotations
 import logging
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any
 
 from palace_retrievers.errors import PluginError
 from palace_retrievers.memory.wording import words
@@ -113,10 +112,6 @@ class MemoryExtractor(ABC):
     @abstractmethod
     def extract(self, *, drawers: Sequence[Drawer]) -> list[Candidate]:
         """The candidates found in ``drawers``, each pointing at the drawers it came from."""
-
-
-MemoryExtractorFactory = Callable[[Mapping[str, Any]], MemoryExtractor]
-"""``factory(options) -> MemoryExtractor``."""
 
 
 def extract_memories(

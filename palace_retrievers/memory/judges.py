@@ -2,8 +2,8 @@
 
 A judge is a plugin (``palace_register_memory_judges``, ``register(name, factory)`` with
 ``factory(options) -> MemoryJudge``), chosen by ``memory.judge``: ``learned`` by default
-(no LLM, offline weights: :mod:`palace_plugins.builtin.learned_judge`), ``llm`` for any
-LangChain chat model (:mod:`palace_plugins.builtin.llm_judge`), or a third party's. A
+(no LLM, offline weights: :mod:`palace_plugins.builtin.judges.learned_judge`), ``llm`` for any
+LangChain chat model (:mod:`palace_plugins.builtin.judges.llm_judge`), or a third party's. A
 judge only gives its opinion of each pair; what the palace then does (supersede, drop as
 a repeat, file linked as related, file as new) is decided by :func:`.decide.decide`
 under the palace's policy, the same for every judge.

@@ -32,17 +32,18 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.builtin.chatgpt import EXPORT_FILE, ChatGPTSource
-from palace_plugins.builtin.claude_code import ClaudeCodeSource
-from palace_plugins.builtin.conversations import OPTIONS
-from palace_plugins.builtin.files import FilesSource
-from palace_plugins.builtin.reading import decode
-from palace_plugins.builtin.slack import CHANNEL_LISTS, SlackSource
-from palace_plugins.builtin.text import TextSource, transcript_turns
-from palace_plugins.builtin.tree import walk
+from palace_plugins.builtin.sources.chatgpt import EXPORT_FILE, ChatGPTSource
+from palace_plugins.builtin.sources.claude_code import ClaudeCodeSource
+from palace_plugins.builtin.sources.conversations import OPTIONS
+from palace_plugins.builtin.sources.files import FilesSource
+from palace_plugins.builtin.sources.reading import decode
+from palace_plugins.builtin.sources.slack import CHANNEL_LISTS, SlackSource
+from palace_plugins.builtin.sources.text import TextSource, transcript_turns
+from palace_plugins.builtin.sources.tree import walk
+from palace_plugins.factories import SourceFactory
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import SourceError
-from palace_retrievers.sources import Skipped, Source, SourceEntry, SourceFactory
+from palace_retrievers.sources import Skipped, Source, SourceEntry
 
 log = logging.getLogger(__name__)
 

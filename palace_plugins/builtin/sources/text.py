@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.builtin.conversations import (
+from palace_plugins.builtin.sources.conversations import (
     ASSISTANT,
     OTHER,
     USER,
@@ -42,7 +42,7 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import (
+from palace_plugins.builtin.sources.reading import (
     Problems,
     decode,
     file_lines,
@@ -50,7 +50,7 @@ from palace_plugins.builtin.reading import (
     read_bytes,
     reported,
 )
-from palace_plugins.builtin.tree import walk
+from palace_plugins.builtin.sources.tree import walk
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash, digest
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry

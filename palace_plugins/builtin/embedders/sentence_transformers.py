@@ -5,7 +5,7 @@ is fetched from a model hub (``HF_HUB_OFFLINE=1`` is set before the library is i
 ``model`` may also name a local directory holding any sentence-transformers model.
 The library is imported on the first embedding, not when the palace opens (it costs
 seconds). Texts are embedded through ONNX Runtime from a graph exported once from the same
-model (:mod:`palace_plugins.builtin.onnx_embedding`: the same vectors to 1e-4, in about
+model (:mod:`palace_plugins.builtin.embedders.onnx_embedding`: the same vectors to 1e-4, in about
 half the time), unless ``runtime = "torch"``; a process that finds the graph exported
 never imports torch.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from palace_plugins.builtin import onnx_embedding
+from palace_plugins.builtin.embedders import onnx_embedding
 from palace_retrievers.embedder import Embedder, Vectors, options_check, unit_rows
 from palace_retrievers.errors import ConfigError
 

@@ -48,8 +48,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.builtin.conversations import Chunking, Turn, packed, segments, utc
-from palace_plugins.builtin.reading import Problems, array_items, decode, read_bytes, reported
+from palace_plugins.builtin.sources.conversations import Chunking, Turn, packed, segments, utc
+from palace_plugins.builtin.sources.reading import (
+    Problems,
+    array_items,
+    decode,
+    read_bytes,
+    reported,
+)
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash, digest
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry

@@ -10,7 +10,7 @@ Options (``[backends.qdrant]`` in ``palace.toml``):
   exact fallback over the ledger).
 - ``api_key``: the server's API key, if it wants one.
 - ``namespace``: the prefix of this palace's collections on a server (see
-  :mod:`palace_plugins.builtin.server_names`).
+  :mod:`palace_plugins.builtin.backends.server_names`).
 - ``ef_search`` (default 200), ``m`` (16), ``ef_construction`` (128): the server's HNSW
   search breadth, links per node and build breadth (local mode is exact and ignores them).
 - ``timeout`` (default 10 s): how long a request to the server may take.
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from palace_plugins.builtin._options import hnsw, merged, number
-from palace_plugins.builtin.server_names import namespace
+from palace_plugins.builtin.backends._options import hnsw, merged, number
+from palace_plugins.builtin.backends.server_names import namespace
 from palace_retrievers.errors import IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,

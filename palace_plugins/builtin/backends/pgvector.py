@@ -7,7 +7,7 @@ Options (``[backends.pgvector]`` in ``palace.toml``):
   and ``PG*`` environment variables, which is also how to keep a password out of
   ``palace.toml`` (``PGPASSWORD``, ``~/.pgpass``).
 - ``namespace``: the prefix of this palace's tables (see
-  :mod:`palace_plugins.builtin.server_names`).
+  :mod:`palace_plugins.builtin.backends.server_names`).
 - ``ef_search`` (default 200), ``m`` (16), ``ef_construction`` (128): the HNSW index's
   search breadth, links per node and build breadth. ``m`` and ``ef_construction`` apply
   when the index is built (``palace reindex`` builds it anew).
@@ -65,8 +65,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from palace_plugins.builtin._options import hnsw, merged, number
-from palace_plugins.builtin.server_names import namespace
+from palace_plugins.builtin.backends._options import hnsw, merged, number
+from palace_plugins.builtin.backends.server_names import namespace
 from palace_retrievers.errors import IndexUnavailableError
 from palace_retrievers.index import (
     BackendContext,

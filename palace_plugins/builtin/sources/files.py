@@ -1,6 +1,6 @@
 """The ``files`` source: plain text, markdown and code files, one file or a whole tree.
 
-A tree is walked as :func:`palace_plugins.builtin.tree.walk` does: sorted, without
+A tree is walked as :func:`palace_plugins.builtin.sources.tree.walk` does: sorted, without
 following symlinks, leaving out hidden files and folders, the usual dependency and build
 folders, and whatever the root's or a nested ``.gitignore`` names. A file with a NUL byte
 in its first 8 KiB is binary and skipped, as is a file over ``max_file_bytes`` (checked
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.builtin.tree import walk
+from palace_plugins.builtin.sources.tree import walk
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash

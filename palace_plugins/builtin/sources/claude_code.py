@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from palace_plugins.builtin.conversations import (
+from palace_plugins.builtin.sources.conversations import (
     ASSISTANT,
     TOOL,
     USER,
@@ -49,8 +49,8 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import Problems, file_lines, jsonl_records, reported
-from palace_plugins.builtin.tree import walk
+from palace_plugins.builtin.sources.reading import Problems, file_lines, jsonl_records, reported
+from palace_plugins.builtin.sources.tree import walk
 from palace_retrievers.errors import SourceError
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
 

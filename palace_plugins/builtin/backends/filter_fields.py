@@ -8,7 +8,7 @@ metadata of the neighbours with the query costs 15 ms per hundred. So the chroma
 first asks for the nearest neighbours unfiltered, reads their filter fields from this
 cache, and keeps those that pass; only when too few pass does it hand Chroma the
 ``where`` clause. (Embedded, the backend usually has every record's fields at hand in its
-copy of the vectors, :mod:`palace_plugins.builtin.vector_catalog`; this cache serves a
+copy of the vectors, :mod:`palace_plugins.builtin.backends.vector_catalog`; this cache serves a
 Chroma server, ``exact_below = 0``, and the moments that copy is being brought up to date.)
 
 The cache learns an id's fields from the backend's own upserts, or from Chroma on first

@@ -39,7 +39,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.builtin.conversations import (
+from palace_plugins.builtin.sources.conversations import (
     ASSISTANT,
     TOOL,
     USER,
@@ -50,7 +50,13 @@ from palace_plugins.builtin.conversations import (
     segments,
     utc,
 )
-from palace_plugins.builtin.reading import Problems, array_items, decode, read_bytes, reported
+from palace_plugins.builtin.sources.reading import (
+    Problems,
+    array_items,
+    decode,
+    read_bytes,
+    reported,
+)
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import digest
 from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry

@@ -8,7 +8,7 @@ With a server (``chroma run``, or any Chroma server) the palace talks to it thro
 (``http://host:8000``; ``https`` turns TLS on), or ``host`` and ``port``; ``headers`` (a
 table, e.g. an ``Authorization`` token); ``tenant`` and ``database``; and ``namespace``,
 the prefix of this palace's collections on the server (see
-:mod:`palace_plugins.builtin.server_names`).
+:mod:`palace_plugins.builtin.backends.server_names`).
 
 Either way the collections are HNSW in cosine space (``ef_search``, ``ef_construction``
 and ``max_neighbors`` are options). Chroma never embeds anything here: every upsert and
@@ -16,14 +16,14 @@ query passes vectors, and the collections are created with no embedding function
 Chroma never tries to download its default model. Telemetry is off.
 
 Filters. Embedded, the backend keeps a copy of the collection's vectors and filter fields
-in memory (:mod:`palace_plugins.builtin.vector_catalog`, kept in step with Chroma's own
+in memory (:mod:`palace_plugins.builtin.backends.vector_catalog`, kept in step with Chroma's own
 write counter): a filter passing at most ``exact_below`` records (default 20,000) is
 answered by an exact scan of just those; a broader one by asking Chroma for the nearest
 neighbours unfiltered, a few more than the share passing calls for, and keeping those that
 pass. ``exact_below = 0`` turns the copy off (and its memory: 164 MB for 100,000 drawers
 of 384 dimensions). Without the copy (a server, or while it is being brought up to
 date) the neighbours' filter fields come from a cache
-(:mod:`palace_plugins.builtin.filter_fields`). When too few neighbours pass, the backend
+(:mod:`palace_plugins.builtin.backends.filter_fields`). When too few neighbours pass, the backend
 hands Chroma the filter as a ``where`` clause, applied inside the HNSW query.
 
 Rebuilds. ``palace reindex`` (:meth:`ChromaIndex.rebuild`) never empties the collection a
@@ -64,10 +64,10 @@ from urllib.parse import urlsplit
 import numpy as np
 import numpy.typing as npt
 
-from palace_plugins.builtin.filter_fields import FieldCache, Fields
-from palace_plugins.builtin.hnsw_files import hnsw_problem
-from palace_plugins.builtin.server_names import namespace
-from palace_plugins.builtin.vector_catalog import VectorCatalog
+from palace_plugins.builtin.backends.filter_fields import FieldCache, Fields
+from palace_plugins.builtin.backends.hnsw_files import hnsw_problem
+from palace_plugins.builtin.backends.server_names import namespace
+from palace_plugins.builtin.backends.vector_catalog import VectorCatalog
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError, IndexUnavailableError
 from palace_retrievers.index import (

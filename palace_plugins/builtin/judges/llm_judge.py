@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from palace_plugins.builtin.llm_memories import load_model, parse_json
+from palace_plugins.builtin.extractors.llm_memories import load_model, parse_json
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import PluginError
 from palace_retrievers.memory.judges import LABELS, JudgeContext, MemoryJudge, Opinion, Pair
