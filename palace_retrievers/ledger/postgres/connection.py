@@ -53,6 +53,7 @@ from palace_retrievers.errors import (
     SchemaError,
 )
 from palace_retrievers.ledger.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from palace_retrievers.ledger.sql.ddl import newer
 
 if TYPE_CHECKING:
     import psycopg
@@ -407,11 +408,7 @@ class PostgresConnection:
 
     def _refuse_newer(self, version: int) -> None:
         if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"the ledger in schema {self.schema!r} was written by a newer "
-                f"palace-retrievers (schema {version}, this one knows {SCHEMA_VERSION}); "
-                "upgrade palace-retrievers to open it"
-            )
+            raise newer(f"the ledger in schema {self.schema!r}", version, SCHEMA_VERSION)
 
     def close(self) -> None:
         """Close the pool's connections (idempotent)."""

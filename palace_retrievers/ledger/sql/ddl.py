@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import ClassVar
 
+from palace_retrievers.errors import SchemaError
+
 
 class Type(Enum):
     """A column's portable type."""
@@ -240,6 +242,15 @@ class SchemaRenderer(ABC):
     @abstractmethod
     def watch(self, watch: Watch, step: Step) -> list[str]:
         """The triggers that journal a table's changes for the vector index."""
+
+
+def newer(where: str, version: int, known: int) -> SchemaError:
+    """The error for a ledger (``where`` names it) at ``version``, above the ``known``
+    one: a newer palace-retrievers wrote it."""
+    return SchemaError(
+        f"{where} was written by a newer palace-retrievers (schema {version}, this one "
+        f"knows {known}); upgrade palace-retrievers to open it"
+    )
 
 
 def _step(parts: Sequence[Part], steps: range) -> Step:

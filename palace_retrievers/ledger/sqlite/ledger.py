@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
+from palace_retrievers.ledger.sql.ddl import newer
 from palace_retrievers.ledger.sql.full_text import CJK, WORD, added_up, trigrams
 from palace_retrievers.ledger.sql.ledger import SQLLedger
 from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES
@@ -182,10 +183,7 @@ class SQLiteLedger(SQLLedger):
             raise SchemaError(f"{self.path} is not a palace ledger ({exc})") from None
         if current > SCHEMA_VERSION:
             self._db.close()
-            raise SchemaError(
-                f"{self.path} was written by a newer palace-retrievers (schema {current}, "
-                f"this one knows {SCHEMA_VERSION}); upgrade palace-retrievers to open it"
-            )
+            raise newer(str(self.path), current, SCHEMA_VERSION)
         if current < SCHEMA_VERSION:
             self._db.close()
             raise PalaceReadOnlyError(
@@ -202,10 +200,7 @@ class SQLiteLedger(SQLLedger):
         )
         current = self.schema_version
         if current > SCHEMA_VERSION:
-            raise SchemaError(
-                f"{self.path} was written by a newer palace-retrievers (schema {current}, "
-                f"this one knows {SCHEMA_VERSION}); upgrade palace-retrievers to open it"
-            )
+            raise newer(str(self.path), current, SCHEMA_VERSION)
         for version in range(current + 1, SCHEMA_VERSION + 1):
             with self._write() as db:
                 if self.schema_version >= version:
