@@ -14,7 +14,8 @@ its vector-index journal and how a memory's access is counted without waiting.
   :mod:`palace_retrievers.ledger.postgres`, beside what else is each database's own).
 - :mod:`.drawers` (with :mod:`.closets`), :mod:`.vectors`, :mod:`.memories`,
   :mod:`.graph`: the record kinds, with :mod:`.memory_rows` and :mod:`.graph_rows`,
-  their records as rows; :mod:`.filters`: search filters as SQL.
+  their records as rows; :mod:`.filters`: search filters as SQL; :mod:`.full_text`: the
+  trigrams and added-up scores both dialects' full-text searches share.
 - :mod:`.ledger`: :class:`~.ledger.SQLLedger`, the parts composed, with the palace's
   facts, the export walk and the counts.
 - :mod:`.tables`: the schema, described once (tables, columns with portable types,
