@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
 
 from palace_retrievers.ledger.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
@@ -23,7 +24,7 @@ from palace_retrievers.ledger.sql.ddl import Column, FullText, Index, Part, Tabl
 from palace_retrievers.ledger.sqlite import LEDGER_FILE, SQLiteLedger
 from palace_retrievers.ledger.sqlite.schema import SCHEMA_VERSION as SQLITE_VERSION
 from palace_retrievers.ledger.sqlite.schema import SQLiteSchema
-from palace_retrievers.records import Filter
+from palace_retrievers.records import Drawer, Filter
 
 if TYPE_CHECKING:
     from services import PostgresService
@@ -207,7 +208,11 @@ def test_the_postgres_schema_is_the_frozen_one(
     ledger = PostgresLedger(tmp_path, {"url": postgres.url, "schema": old}, create=False)
     try:
         assert ledger.schema_version == POSTGRES_VERSION
-        assert ledger.stats().drawers == 0
+        assert ledger.lexical_problem() is None
+        kept = Drawer(id="d1", text="kept in a frozen ledger", wing="w", room="r", source="s")
+        ledger.upsert_drawers([kept], np.ones((1, 4), dtype=np.float32), model="m")
+        assert [i for i, _ in ledger.lexical("frozen", where=Filter(), limit=5)] == ["d1"]
+        assert ledger.pending_index("drawers") == ["d1"]
     finally:
         ledger.close()
 
