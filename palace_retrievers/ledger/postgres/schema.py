@@ -64,6 +64,10 @@ def gin_index(table: str, column: str) -> str:
     return f"CREATE INDEX {table}_{column} ON {table} USING gin ({column})"
 
 
+def _text_columns() -> list[str]:
+    return [f"{column} tsvector NOT NULL DEFAULT ''::tsvector" for column in FULL_TEXT]
+
+
 class PostgresSchema(ddl.SchemaRenderer):
     """The description in PostgreSQL's DDL."""
 
@@ -88,9 +92,7 @@ class PostgresSchema(ddl.SchemaRenderer):
 
     def extra_columns(self, table: ddl.Table, full_text: bool) -> list[str]:
         """A table's full-text columns; the journal's number of each id's last change."""
-        columns = (
-            [f"{c} tsvector NOT NULL DEFAULT ''::tsvector" for c in FULL_TEXT] if full_text else []
-        )
+        columns = _text_columns() if full_text else []
         if table.journal:
             columns.append(f"seq bigint NOT NULL DEFAULT nextval('{table.name}_seq')")
         return columns
@@ -108,10 +110,7 @@ class PostgresSchema(ddl.SchemaRenderer):
         """The GIN indexes (and the columns, for a table that had no full text before)."""
         columns: list[str] = []
         if all(table.name != text.table for table in step.tables):
-            columns = [
-                f"ALTER TABLE {text.table} ADD COLUMN {c} tsvector NOT NULL DEFAULT ''::tsvector"
-                for c in FULL_TEXT
-            ]
+            columns = [f"ALTER TABLE {text.table} ADD COLUMN {c}" for c in _text_columns()]
         return columns + [gin_index(text.table, c) for c in FULL_TEXT]
 
     def watch(self, watch: ddl.Watch, step: ddl.Step) -> list[str]:
