@@ -9,13 +9,17 @@ of every module (those under ``if TYPE_CHECKING:`` too):
 - an import goes to a lower layer, or to a part of its own layer, and the parts import
   one another without a cycle;
 - no module imports the package's public face (``palace_retrievers/__init__.py``);
-- every subpackage's ``__init__.py`` has a docstring saying its job.
+- every subpackage's ``__init__.py`` has a docstring saying its job;
+- every file of the engine, and every module or name to import from it, that the README
+  and docs/ name exists (so a move moves what the pages say).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,3 +202,32 @@ def test_every_subpackage_says_its_job(package: str) -> None:
     doc = ast.get_docstring(tree)
     assert doc, f"palace_retrievers/{package}/__init__.py has no docstring"
     assert len(doc.split()) >= 8, f"palace_retrievers/{package}/__init__.py: say its job"
+
+
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "integrations").glob("**/README.md")),
+    ROOT / "benchmarks" / "README.md",
+]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_engine_path_a_page_names_exists(page: Path) -> None:
+    """A page that names a file of the engine, or a module or name to import from it,
+    names one that is there: moving a module moves what the pages say."""
+    text = page.read_text(encoding="utf-8")
+    for path in set(re.findall(r"\bpalace_retrievers/[\w/.]*\w", text)):
+        assert (ROOT / path).exists(), f"{page.name}: {path}"
+    for dotted in set(re.findall(r"\bpalace_retrievers(?:\.\w+)+", text)):
+        module, names = dotted, []
+        while module not in sys.modules:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError:
+                module, _, name = module.rpartition(".")
+                names.insert(0, name)
+        value: object = sys.modules[module]
+        for name in names:
+            assert hasattr(value, name), f"{page.name}: {dotted}"
+            value = getattr(value, name)
