@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from remember import Others, load, palace_for, seat
 
-from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_plugins.builtin.embedders.sentence_transformers import SentenceTransformerEmbedder
 from palace_retrievers import Palace
 from palace_retrievers.ledger.memory_store import CURRENT
 from palace_retrievers.memory.judges import JudgeContext, Pair
@@ -125,7 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
     others = Others.of(model, avoid, args.others)
     started = time.monotonic()
-    with palace_for({}, model, args.weights) as palace, args.out.open("w") as stream:
+    # the pair judges' own opinions (the list-wise model is trained on them)
+    with (
+        palace_for({}, model, args.weights, listwise=False) as palace,
+        args.out.open("w") as stream,
+    ):
         _, judge = palace.memory_judge()
         if not isinstance(judge, LearnedJudge):
             raise SystemExit("the palace's judge is not the learned one")

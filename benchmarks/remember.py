@@ -32,8 +32,8 @@ are printed per set, then per language; nothing is asserted.
 Usage::
 
     .venv/bin/python benchmarks/remember.py --sets blind_team_ops blind_caregivers
-    .venv/bin/python benchmarks/remember.py --sets heldout16 heldout17 --deciders default
-    .venv/bin/python benchmarks/remember.py --speed        # remember p50 / p95, 1,000 memories
+    .venv/bin/python benchmarks/remember.py --sets heldout16 heldout17 --deciders shipped
+    .venv/bin/python benchmarks/remember.py --speed --baseline-weights DIR  # p50 / p95
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from palace_plugins.builtin.sentence_transformers import SentenceTransformerEmbedder
+from palace_plugins.builtin.embedders.sentence_transformers import SentenceTransformerEmbedder
 from palace_retrievers import Palace
 from palace_retrievers.memory.decide import Policy, Verdict, decide, settle
 from palace_retrievers.memory.judges import JudgeContext, Opinion, Pair
@@ -222,13 +222,18 @@ def palace_for(
     model: SentenceTransformerEmbedder,
     weights: Path | None = None,
     structural: bool = True,
+    listwise: bool | None = None,
 ) -> Iterator[Palace]:
     """A palace in a temporary folder with ``[memory]`` ``settings``, the learned judge
     reading its weights from the folder ``weights`` (``None``: the shipped ones), with or
-    without its structural matcher."""
+    without its structural matcher, and with or without the list-wise model (``None``: as
+    shipped, but never with a ``weights`` folder: the shipped list-wise model reads the
+    shipped pair judges' probabilities)."""
     learned: dict[str, Any] = {k: str(weights / v) for k, v in WEIGHTS.items()} if weights else {}
     if not structural:
         learned["structural"] = False
+    if listwise is not None or weights:
+        learned["listwise"] = bool(listwise)
     judges = {"learned": learned}
     with tempfile.TemporaryDirectory(prefix="palace-remember-bench-") as folder:
         palace = Palace.open(
@@ -415,7 +420,7 @@ def simulated(row: Judged, policy: Policy) -> tuple[str, bool, bool, bool]:
 NOW_GATE: dict[str, Any] = {"candidate_similarity": 0.0, "candidates": 8, "lexical_candidates": 4}
 MARGINS: tuple[float | None, ...] = (None, 0.0, 0.1, 0.2)
 GRID = {
-    "supersede_confidence": (0.0, 0.3, 0.4, 0.5, 0.6, 0.7),
+    "supersede_confidence": (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
     "duplicate_doubt": (0.2, 0.3, 0.4, 0.5, 1.0),
     "related_confidence": (0.3, 0.4, 0.5, 0.6, 1.0),
 }
@@ -539,8 +544,11 @@ def grid_row(policy: Policy, tally: Tally) -> str:
     )
 
 
-def speed(memories: int, asks: int, seed: int) -> None:
-    """``remember`` p50 / p95 for a user who has ``memories`` memories already."""
+def speed(
+    memories: int, asks: int, seed: int, deciders: Sequence[str], baseline_weights: Path | None
+) -> None:
+    """``remember`` p50 / p95 for a user who has ``memories`` memories already, for each
+    decider in turn (the same texts, one process)."""
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
     texts = [t for ts in unrelated_texts(set()).values() for t in ts]
     rng = random.Random(seed)
@@ -550,20 +558,23 @@ def speed(memories: int, asks: int, seed: int) -> None:
 
     vectors = dict(zip(kept, np.asarray(model.embed_documents(kept)), strict=True))
     others = Others({}, memories, vectors, {t: slot_of(t) for t in kept})
-    with palace_for({}, model) as palace:
-        file_others(palace, "speed", kept, others)
-        palace.remember("warm up the judges", user_id="speed")
-        times = []
-        for text in asked:
-            started = time.perf_counter()
-            palace.remember(text, user_id="speed")
-            times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    p95 = times[int(0.95 * (len(times) - 1))]
-    print(
-        f"remember with {memories} memories of the user, {len(times)} calls: "
-        f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms"
-    )
+    for decider in deciders:
+        weights = baseline_weights if decider == "baseline" else None
+        with palace_for(DECIDERS[decider], model, weights) as palace:
+            file_others(palace, "speed", kept, others)
+            palace.remember("warm up the judges", user_id="speed")
+            times = []
+            for text in asked:
+                started = time.perf_counter()
+                palace.remember(text, user_id="speed")
+                times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        p95 = times[int(0.95 * (len(times) - 1))]
+        print(
+            f"{decider}: remember with {memories} memories of the user, {len(times)} calls: "
+            f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms",
+            flush=True,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -586,13 +597,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     global LIMIT
     LIMIT = args.limit
+    if "baseline" in args.deciders and args.baseline_weights is None and not args.grid:
+        parser.error("the baseline decider needs --baseline-weights")
     if args.speed:
-        speed(1000, 200, args.seed)
+        speed(1000, 200, args.seed, args.deciders, args.baseline_weights)
         return 0
     if not args.sets:
         parser.error("give --sets, or --speed")
-    if "baseline" in args.deciders and args.baseline_weights is None and not args.grid:
-        parser.error("the baseline decider needs --baseline-weights")
     if args.grid:
         grid(args.sets, args.others, args.seed, args.baseline_weights)
         return 0

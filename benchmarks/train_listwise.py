@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,8 @@ from palace_retrievers.memory.judges import LABELS, Opinion
 from palace_retrievers.memory.learned import listwise
 
 TREES, DEPTH, SEED, C = 100, 6, 0, 1.0
+SHORT = (1, 2, 3, 5, 9)  # the shorter lists' sizes (see sublists)
+FEW = (1, 2, 5)  # users with this many memories, replayed on the --select rows
 GATES = ((8, 4), (12, 6), (16, 8), (20, 10))
 EMBEDDER = "all-MiniLM-L6-v2"
 
@@ -79,25 +82,59 @@ def row_features(row: dict[str, Any], candidates: Sequence[dict[str, Any]]) -> n
     )
 
 
-def examples(rows: Sequence[dict[str, Any]], vector: int, lexical: int) -> tuple[Any, Any]:
+def sublists(
+    candidates: Sequence[dict[str, Any]], rng: random.Random
+) -> list[list[dict[str, Any]]]:
+    """``candidates`` and shorter lists drawn from them, as a user with fewer memories
+    meets them: for each size of :data:`SHORT` the pair's old memory (when the gate let it
+    in) with ``size - 1`` others drawn at random, and ``size`` others without it. A user
+    with one or two memories is as common as one with two hundred; a model trained on
+    long lists alone reads a lone candidate's lead and rank as no long list has them."""
+    lists = [list(candidates)]
+    olds = [c for c in candidates if c["old"]]
+    others = [c for c in candidates if not c["old"]]
+    for size in SHORT:
+        if size > len(candidates):
+            break
+        if olds and size - 1 <= len(others):
+            lists.append(olds + rng.sample(others, size - 1))
+        if size <= len(others):
+            lists.append(rng.sample(others, size))
+    # the features are computed nearest first, as the palace gathers them
+    return [sorted(chosen, key=lambda c: -c["cosine"]) for chosen in lists]
+
+
+def examples(
+    rows: Sequence[dict[str, Any]], vector: int, lexical: int, *, short: bool = True
+) -> tuple[Any, Any]:
+    """Every gated candidate of every row as a training example, on the full list and
+    (with ``short``) on the shorter lists of :func:`sublists` too."""
+    rng = random.Random(SEED)
     xs, ys = [], []
     for row in rows:
         candidates = gated(row, vector, lexical)
         if not candidates:
             continue
-        x = row_features(row, candidates)
-        for c, features in zip(candidates, x, strict=True):
-            if c["same"]:
-                continue
-            xs.append(features)
-            ys.append(row["gold"] if c["old"] else "new")
+        for chosen in sublists(candidates, rng) if short else [candidates]:
+            x = row_features(row, chosen)
+            for c, features in zip(chosen, x, strict=True):
+                if c["same"]:
+                    continue
+                xs.append(features)
+                ys.append(row["gold"] if c["old"] else "new")
     return np.asarray(xs), np.asarray(ys)
 
 
-def fit(x: Any, y: Any, trained_on: Sequence[str]) -> dict[str, Any]:
-    forest = RandomForestClassifier(TREES, max_depth=DEPTH, random_state=SEED).fit(x, y)
+def fit(
+    x: Any, y: Any, trained_on: Sequence[str], weights: dict[str, float] | None = None
+) -> dict[str, Any]:
+    forest = RandomForestClassifier(
+        TREES, max_depth=DEPTH, random_state=SEED, class_weight=weights
+    ).fit(x, y)
     scaler = StandardScaler().fit(x)
-    linear = LogisticRegression(C=C, max_iter=5000).fit(scaler.transform(x), y)
+    linear = LogisticRegression(C=C, max_iter=5000, class_weight=weights).fit(
+        scaler.transform(x), y
+    )
     assert tuple(forest.classes_) == tuple(linear.classes_) == LABELS
     return {
         "labels": list(LABELS),
@@ -115,13 +152,14 @@ def fit(x: Any, y: Any, trained_on: Sequence[str]) -> dict[str, Any]:
 
 
 def judged(
-    rows: Sequence[dict[str, Any]], vector: int, lexical: int, model: listwise.Listwise | None
+    rows: Sequence[dict[str, Any]],
+    lists: Sequence[Sequence[dict[str, Any]]],
+    model: listwise.Listwise | None,
 ) -> list[Judged]:
-    """The rows as ``remember.py --grid`` replays them: the pair judges' opinions, or the
-    list-wise model's."""
+    """The rows, each with its list of candidates, as ``remember.py --grid`` replays them:
+    the pair judges' opinions, or the list-wise model's."""
     out = []
-    for row in rows:
-        candidates = gated(row, vector, lexical)
+    for row, candidates in zip(rows, lists, strict=True):
         if model is None or not candidates:
             opinions = [Opinion(c["verdict"], c["learned"]) for c in candidates]
         else:
@@ -137,6 +175,19 @@ def judged(
             )
         )
     return out
+
+
+def few(rows: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """Each row's candidates as a user with ``size`` memories meets them: the pair's old
+    memory and ``size - 1`` of the others drawn at random (all of them pass any gate)."""
+    rng = random.Random(SEED + size)
+    lists = []
+    for row in rows:
+        olds = [c for c in row["candidates"] if c["old"]]
+        others = [c for c in row["candidates"] if not c["old"]]
+        chosen = olds + rng.sample(others, min(size - len(olds), len(others)))
+        lists.append(sorted(chosen, key=lambda c: -c["cosine"]))
+    return lists
 
 
 def gate_recall(rows: Sequence[Judged], lang: str | None = None) -> str:
@@ -171,28 +222,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--select", type=Path, nargs="+", required=True)
     parser.add_argument("--out", type=Path, help="write the model of --gate here")
     parser.add_argument("--gate", type=int, nargs=2, default=(16, 8), metavar=("VECTOR", "LEXICAL"))
+    parser.add_argument("--one-gate", action="store_true", help="only the gate of --gate")
+    parser.add_argument(
+        "--weight",
+        type=float,
+        default=1.0,
+        help="weight of an old memory's example (update, duplicate) against an other's (new)",
+    )
+    parser.add_argument(
+        "--long-only", action="store_true", help="train on the full lists alone (no sublists)"
+    )
     args = parser.parse_args(argv)
     train, select = read(args.train), read(args.select)
     trained_on = sorted({r["set"] for r in train})
+    weights = {"new": 1.0, "update": args.weight, "duplicate": args.weight}
     print(f"train: {len(train)} pairs of {', '.join(trained_on)}; select: {len(select)} pairs")
+    print(f"replayed as users with {', '.join(map(str, FEW))} and 200 memories, pooled")
     every: list[tuple[str, Policy, Any]] = []
-    for vector, lexical in GATES:
-        x, y = examples(train, vector, lexical)
-        spec = fit(x, y, trained_on)
+    for vector, lexical in [tuple(args.gate)] if args.one_gate else GATES:
+        x, y = examples(train, vector, lexical, short=not args.long_only)
+        spec = fit(x, y, trained_on, weights)
         model = listwise.Listwise(spec)
         if args.out and (vector, lexical) == tuple(args.gate):
             args.out.write_text(json.dumps(spec), encoding="utf-8")
             print(f"wrote {args.out}")
-        plain = judged(select, vector, lexical, None)
+        lists = [gated(row, vector, lexical) for row in select]
         print(
             f"\n## gate: {vector} by vector, {lexical} by full text, the slot: gate recall "
-            f"{gate_recall(plain)} (en {gate_recall(plain, 'en')}, zh {gate_recall(plain, 'zh')})"
+            f"{gate_recall(judged(select, lists, None))}"
         )
-        for name, rows in (
-            ("pair judges alone", plain),
-            ("with the list-wise model", judged(select, vector, lexical, model)),
-        ):
-            every += [(f"{name}, gate {vector}/{lexical}", p, t) for p, t in report(name, rows)]
+        sizes = {f"{n} memories": few(select, n) for n in FEW} | {"200 memories": lists}
+        for name, m in (("pair judges alone", None), ("with the list-wise model", model)):
+            by_size = {size: judged(select, chosen, m) for size, chosen in sizes.items()}
+            results = report(name, [r for rows in by_size.values() for r in rows])
+            policy = choose(results)[0]
+            for size, rows in by_size.items():
+                print(f"{size}: " + grid_row(policy, policy_tally(rows, policy)))
+            every += [(f"{name}, gate {vector}/{lexical}", p, t) for p, t in results]
     policy, tally = choose([(p, t) for _, p, t in every])
     where = next(name for name, p, t in every if p == policy and t is tally)
     print(f"\nOver every gate and both: the rule chooses {where}:\n{grid_row(policy, tally)}")
