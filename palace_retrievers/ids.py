@@ -20,17 +20,31 @@ tree moved or copied, has its keys start with a label of its own (:func:`root_la
 ``"b-1a2b3c4d/todo.md"``), so that ``todo.md`` from two folders are two sources whose
 drawers never share an id; :func:`root_prefix` reads back which of the two a root's
 recorded keys are. See :mod:`palace_retrievers.ingest.mining`.
+
+A palace itself has a name derived from its folder (:func:`palace_name`), which its
+tables take on a server that several palaces share: the PostgreSQL ledger's schema and a
+server backend's namespace, unless they are set.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 _SEP = "\x1f"  # ASCII unit separator
 _ESC = "\x1b"  # escapes the separator (and itself) in a field that holds it
 _OWNED = "\x1e"  # starts the recorded key of an owned source (ASCII record separator)
+
+
+def palace_name(palace_dir: Path) -> str:
+    """``palace_<folder>_<8 hex digits of the resolved path's hash>`` for a palace's
+    folder (lower-case ASCII and ``_``): the same folder gives the same name."""
+    resolved = str(Path(palace_dir).expanduser().resolve())
+    digest = hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:8]
+    folder = re.sub(r"[^a-z0-9]+", "_", Path(resolved).name.lower()).strip("_")[:20]
+    return f"palace_{folder}_{digest}" if folder else f"palace_{digest}"
 
 
 def _joined(parts: tuple[str, ...]) -> str:

@@ -12,24 +12,16 @@ several machines open through different paths must set ``namespace`` to share on
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
 from palace_retrievers.errors import ConfigError
+from palace_retrievers.ids import palace_name
 
 #: Longest namespace: PostgreSQL names are at most 63 bytes, and a table and its indexes
 #: append up to 20 characters.
 MAX_LENGTH = 40
 _VALID = re.compile(r"^[a-z][a-z0-9_]*$")
-
-
-def default_namespace(palace_dir: Path) -> str:
-    """``palace_<folder>_<hash>`` for a palace directory (lower-case ASCII, ``_``)."""
-    resolved = str(Path(palace_dir).expanduser().resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:8]
-    folder = re.sub(r"[^a-z0-9]+", "_", Path(resolved).name.lower()).strip("_")[:20]
-    return f"palace_{folder}_{digest}" if folder else f"palace_{digest}"
 
 
 def namespace(palace_dir: Path, option: object, *, backend: str) -> str:
@@ -39,7 +31,7 @@ def namespace(palace_dir: Path, option: object, *, backend: str) -> str:
         ConfigError: the option is not a lower-case identifier of at most 40 characters.
     """
     if option is None or option == "":
-        return default_namespace(palace_dir)
+        return palace_name(palace_dir)
     if not isinstance(option, str) or not _VALID.match(option) or len(option) > MAX_LENGTH:
         raise ConfigError(
             f"backend {backend!r}: namespace must be a lower-case name of letters, digits "

@@ -35,7 +35,6 @@ which takes no lock, sees a write whole or not at all.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import threading
@@ -52,6 +51,7 @@ from palace_retrievers.errors import (
     PalaceNotFoundError,
     SchemaError,
 )
+from palace_retrievers.ids import palace_name as default_schema
 from palace_retrievers.ledger.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from palace_retrievers.ledger.sql.ddl import newer
 
@@ -69,14 +69,6 @@ LOCK_CLASS = 0x7A1A
 #: Longest schema name: PostgreSQL names are at most 63 bytes.
 MAX_SCHEMA = 63
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-
-def default_schema(palace_dir: Path) -> str:
-    """``palace_<folder>_<hash>`` for a palace directory (lower-case ASCII and ``_``)."""
-    resolved = str(Path(palace_dir).expanduser().resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:8]
-    folder = re.sub(r"[^a-z0-9]+", "_", Path(resolved).name.lower()).strip("_")[:20]
-    return f"palace_{folder}_{digest}" if folder else f"palace_{digest}"
 
 
 @dataclass(frozen=True, slots=True)
