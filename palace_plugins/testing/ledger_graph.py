@@ -1,7 +1,7 @@
 """The knowledge-graph part of the ledger suite: :class:`GraphStoreTests`.
 
 Mixed into :class:`~palace_plugins.testing.ledger.LedgerTests`; it needs the suite's
-``ledger`` fixture. Triples are built as :class:`~palace_retrievers.kg.KnowledgeGraph`
+``ledger`` fixture. Triples are built as :class:`~palace_retrievers.graph.KnowledgeGraph`
 builds them (normalised names and keys), then handed to the store directly.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.kg import Triple, entity_key, entity_name
 from palace_retrievers.ledger import Ledger
+from palace_retrievers.records.triples import Triple, entity_key, entity_name
 
 __all__ = ["GraphStoreTests", "fact", "year"]
 

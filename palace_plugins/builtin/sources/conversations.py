@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from palace_retrievers.chunking import chunk_text
 from palace_retrievers.config import ChunkingConfig
 from palace_retrievers.embedder import options_check
 from palace_retrievers.errors import ConfigError
+from palace_retrievers.ingest.chunking import chunk_text
 from palace_retrievers.sources import Segment
 
 USER = "user"
