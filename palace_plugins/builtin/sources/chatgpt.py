@@ -44,8 +44,10 @@ from palace_plugins.builtin.sources.conversations import (
     TOOL,
     USER,
     Chunking,
+    ConversationSource,
     Turn,
     exchanges,
+    mining_root,
     note,
     segments,
     utc,
@@ -59,7 +61,7 @@ from palace_plugins.builtin.sources.reading import (
 )
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import digest
-from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
+from palace_retrievers.sources import Skipped, SourceDocument, SourceEntry
 
 EXPORT_FILE = "conversations.json"
 ROOM = "chatgpt"
@@ -207,22 +209,15 @@ def _export_text(path: Path) -> tuple[str, Path]:
     return decode(read_bytes(path)), path
 
 
-class ChatGPTSource(Source):
+class ChatGPTSource(ConversationSource):
     """ChatGPT exports. Options: ``chunk_size``, ``chunk_overlap``."""
 
-    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
     keys_are_ids = True
 
     name = "chatgpt"
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._chunking = Chunking.from_options(self.name, options)
-
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:
-        path = path.expanduser()
-        if not path.exists():
-            raise SourceError(f"nothing to mine at {path}: no such file or directory")
-        text, file = _export_text(path.resolve())
+        text, file = _export_text(mining_root(path))
         problems = Problems()
         yield from reported(self._entries(text, file, problems), problems)
 

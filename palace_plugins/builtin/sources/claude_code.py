@@ -43,8 +43,10 @@ from palace_plugins.builtin.sources.conversations import (
     TOOL,
     USER,
     Chunking,
+    ConversationSource,
     Turn,
     exchanges,
+    mining_root,
     note,
     segments,
     utc,
@@ -52,7 +54,7 @@ from palace_plugins.builtin.sources.conversations import (
 from palace_plugins.builtin.sources.reading import Problems, file_lines, jsonl_records, reported
 from palace_plugins.builtin.sources.tree import walk
 from palace_retrievers.errors import SourceError
-from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
+from palace_retrievers.sources import Skipped, SourceDocument, SourceEntry
 
 ROOM = "claude-code"
 
@@ -196,22 +198,15 @@ def read_session(path: Path, *, chunking: Chunking, problems: Problems) -> Sourc
     )
 
 
-class ClaudeCodeSource(Source):
+class ClaudeCodeSource(ConversationSource):
     """Claude Code session logs. Options: ``chunk_size``, ``chunk_overlap``."""
 
-    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
     keys_are_ids = True
 
     name = "claude-code"
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._chunking = Chunking.from_options(self.name, options)
-
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:
-        path = path.expanduser()
-        if not path.exists():
-            raise SourceError(f"nothing to mine at {path}: no such file or directory")
-        path = path.resolve()
+        path = mining_root(path)
         problems = Problems()
         if path.is_file():
             if not os.access(path, os.R_OK):

@@ -28,13 +28,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 from palace_retrievers.config import ChunkingConfig
 from palace_retrievers.embedder import options_check
-from palace_retrievers.errors import ConfigError
+from palace_retrievers.errors import ConfigError, SourceError
 from palace_retrievers.ingest.chunking import chunk_text
-from palace_retrievers.sources import Segment
+from palace_retrievers.sources import Segment, Source
 
 USER = "user"
 ASSISTANT = "assistant"
@@ -98,6 +99,30 @@ class Chunking:
             )
         checked = ChunkingConfig(size=size, overlap=overlap)
         return cls(checked.size, checked.overlap)
+
+
+class ConversationSource(Source):
+    """What the conversation sources share: their options, ``chunk_size`` and
+    ``chunk_overlap`` (the palace's own chunking by default), as :attr:`_chunking`."""
+
+    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
+    #: The name the source is registered as, for its messages.
+    name: ClassVar[str]
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._chunking = Chunking.from_options(self.name, options)
+
+
+def mining_root(path: Path) -> Path:
+    """``path``, ``~`` expanded, resolved: where a scan starts.
+
+    Raises:
+        SourceError: there is nothing at ``path``.
+    """
+    path = path.expanduser()
+    if not path.exists():
+        raise SourceError(f"nothing to mine at {path}: no such file or directory")
+    return path.resolve()
 
 
 def exchanges(turns: Iterable[Turn]) -> list[list[Turn]]:

@@ -48,7 +48,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from palace_plugins.builtin.sources.conversations import Chunking, Turn, packed, segments, utc
+from palace_plugins.builtin.sources.conversations import (
+    Chunking,
+    ConversationSource,
+    Turn,
+    mining_root,
+    packed,
+    segments,
+    utc,
+)
 from palace_plugins.builtin.sources.reading import (
     Problems,
     array_items,
@@ -58,7 +66,7 @@ from palace_plugins.builtin.sources.reading import (
 )
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash, digest
-from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
+from palace_retrievers.sources import Skipped, SourceDocument, SourceEntry
 
 CHANNEL_LISTS = ("channels.json", "groups.json", "dms.json", "mpims.json")
 NOISE_SUBTYPES = frozenset(
@@ -441,22 +449,15 @@ def read_day(
     )
 
 
-class SlackSource(Source):
+class SlackSource(ConversationSource):
     """Slack export folders and zips. Options: ``chunk_size``, ``chunk_overlap``."""
 
-    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
     keys_are_ids = True
 
     name = "slack"
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._chunking = Chunking.from_options(self.name, options)
-
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:
-        path = path.expanduser()
-        if not path.exists():
-            raise SourceError(f"nothing to mine at {path}: no such file or directory")
-        path = path.resolve()
+        path = mining_root(path)
         problems = Problems()
         if path.is_dir():
             yield from self._scan(_Folder(path, problems), problems)

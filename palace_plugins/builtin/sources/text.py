@@ -37,8 +37,10 @@ from palace_plugins.builtin.sources.conversations import (
     OTHER,
     USER,
     Chunking,
+    ConversationSource,
     Turn,
     exchanges,
+    mining_root,
     segments,
     utc,
 )
@@ -53,7 +55,7 @@ from palace_plugins.builtin.sources.reading import (
 from palace_plugins.builtin.sources.tree import walk
 from palace_retrievers.errors import SourceError
 from palace_retrievers.ids import content_hash, digest
-from palace_retrievers.sources import Skipped, Source, SourceDocument, SourceEntry
+from palace_retrievers.sources import Skipped, SourceDocument, SourceEntry
 
 SUFFIXES = frozenset({".txt", ".md", ".log", ".jsonl", ".ndjson"})
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
@@ -208,21 +210,13 @@ def is_jsonl(path: Path) -> bool:
     return head.lstrip().startswith("{")
 
 
-class TextSource(Source):
+class TextSource(ConversationSource):
     """Plain transcripts and chat JSONL. Options: ``chunk_size``, ``chunk_overlap``."""
-
-    palace_settings = frozenset({"chunk_size", "chunk_overlap"})
 
     name = "text"
 
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        self._chunking = Chunking.from_options(self.name, options)
-
     def scan(self, path: Path) -> Iterator[SourceEntry | Skipped]:
-        path = path.expanduser()
-        if not path.exists():
-            raise SourceError(f"nothing to mine at {path}: no such file or directory")
-        path = path.resolve()
+        path = mining_root(path)
         problems = Problems()
         if path.is_file():
             if not os.access(path, os.R_OK):
