@@ -12,11 +12,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli
+from palace_retrievers.cli.drawers import ONE_SHOT_EXACT_BELOW, one_shot_exact_below
 
 pytestmark = pytest.mark.slow
 
@@ -88,3 +90,17 @@ def test_a_status_reads_embedded_chroma_from_its_files(
     assert palace.stats().indexes == opened
     assert palace.indexes._indexes == {}  # told by Chroma's files, not by Chroma
     assert [s.count for s in opened] == [2, 1, 0]  # two drawers, their closet
+
+
+def test_only_a_sqlite_ledger_is_scanned_by_a_one_shot_command(tmp_path: Path) -> None:
+    """With PostgreSQL the vectors would cross the network at every command."""
+    local, shared = tmp_path / "local", tmp_path / "shared"
+    local.mkdir()
+    shared.mkdir()
+    (shared / "palace.toml").write_text(
+        'ledger = "postgres"\n\n[ledgers.postgres]\nurl = "postgresql://db/palace"\n',
+        encoding="utf-8",
+    )
+    for path, expected in ((local, ONE_SHOT_EXACT_BELOW), (shared, 0)):
+        with click.Context(cli, obj={"path": path}) as ctx:
+            assert one_shot_exact_below(ctx) == expected

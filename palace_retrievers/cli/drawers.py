@@ -23,6 +23,7 @@ from palace_retrievers.cli.app import (
 )
 from palace_retrievers.cli.output import echo, one_line, table
 from palace_retrievers.config import CONFIG_FILE, load, render
+from palace_retrievers.errors import PalaceError
 from palace_retrievers.ids import split_source_key
 from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner
 from palace_retrievers.records import Hit
@@ -207,6 +208,17 @@ def _show_hits(hits: list[Hit]) -> None:
 ONE_SHOT_EXACT_BELOW = 50_000
 
 
+def one_shot_exact_below(ctx: click.Context) -> int:
+    """The ``exact_below`` of a one-shot search or status: :data:`ONE_SHOT_EXACT_BELOW`
+    when the ledger is the palace's SQLite file, 0 (open the index) with PostgreSQL,
+    whose vectors would cross the network at every command."""
+    try:
+        local = load(ctx.find_root().obj["path"]).ledger == "sqlite"
+    except PalaceError:
+        return 0  # opening the palace says what is wrong
+    return ONE_SHOT_EXACT_BELOW if local else 0
+
+
 @cli.command()
 @click.argument("query")
 @click.option(
@@ -249,7 +261,7 @@ def search(
     as_json: bool,
 ) -> None:
     """Search the palace for QUERY (drawers and memories together)."""
-    with opened(ctx, exact_below=ONE_SHOT_EXACT_BELOW) as palace:
+    with opened(ctx, exact_below=one_shot_exact_below(ctx)) as palace:
         hits = palace.search(
             query,
             k=k,
@@ -273,7 +285,7 @@ def search(
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show what the palace holds and whether its indexes are healthy."""
-    with opened(ctx, exact_below=ONE_SHOT_EXACT_BELOW) as palace:  # read, not opened
+    with opened(ctx, exact_below=one_shot_exact_below(ctx)) as palace:  # read, not opened
         stats = palace.stats()
         read_only = bool(getattr(palace.ledger, "read_only", False))
     if as_json:
