@@ -176,7 +176,7 @@ def test_a_reader_finds_its_index_again_after_another_process_rebuilds_it(
     """A rebuild (``palace reindex``, or a mine that found an index damaged) makes the
     Chroma collections anew; a reader open meanwhile answers from the exact scan while its
     handles are stale, and must come back to the index at its next check."""
-    from palace_retrievers import indexes
+    from palace_retrievers.search import indexes
 
     monkeypatch.setattr(indexes, "QUERY_RETRY_SECONDS", 0.2)
     palace_dir = tmp_path / "palace"
