@@ -201,10 +201,11 @@ def test_the_lock_is_let_go_and_taken_in_turn(here: Palace, machines: list[Machi
         pass
     second.send(do="let go")
     assert second.read() == "released"
+    lock = here.ledger.writer_lock(here.path)  # the palace's lock, as any process sees it
     with here.writing("mine", timeout=0):
-        assert here._writer.holder() is not None
-        assert here._writer.holder().is_this_process  # type: ignore[union-attr]
-    assert here._writer.holder() is None  # nobody holds it now
+        assert lock.holder() is not None
+        assert lock.holder().is_this_process  # type: ignore[union-attr]
+    assert lock.holder() is None  # nobody holds it now
 
 
 def test_two_machines_remembering_conflicting_values_keep_one_current_and_every_link(
