@@ -1,4 +1,5 @@
-"""``PalaceMemoryTool``: an agent recalls memories by searching the palace."""
+"""An agent's long-term memory as tools: ``PalaceMemoryTool`` recalls (searches the
+palace), ``PalaceRememberTool`` remembers (:meth:`Palace.remember`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from langchain_core.callbacks import (
     CallbackManagerForToolRun,
 )
 from langchain_core.documents import Document
-from langchain_core.tools import BaseTool
-from palace_retrievers import Hit, Palace
+from langchain_core.tools import BaseTool, ToolException
+from palace_retrievers import Hit, InvalidQueryError, Palace, Remembered
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langchain_palace.documents import hit_document
@@ -97,6 +98,106 @@ class PalaceMemoryTool(BaseTool):
         run_manager: AsyncCallbackManagerForToolRun | None = None,
     ) -> tuple[str, list[Document]]:
         return await asyncio.to_thread(self._recall, query, k, wing, room)
+
+
+class RememberInput(BaseModel):
+    """What the model passes to the remember tool."""
+
+    text: str = Field(
+        min_length=1,
+        description="One short, self-contained statement about the user, in their words.",
+    )
+    kind: Literal["fact", "preference", "decision", "event"] = Field(
+        default="fact", description="What the statement is."
+    )
+
+
+class PalaceRememberTool(BaseTool):
+    """Remember a statement for the user, as a tool: :meth:`Palace.remember` decides.
+
+    The tool answers with what the palace did, in one line: ``added``, ``duplicate`` (the
+    statement repeats a current memory; nothing new is filed) or ``updated`` (a new value
+    of something remembered, which supersedes the old memory, named in the line); its
+    artifact is :meth:`Remembered.as_dict`.
+
+    ``user_id`` is fixed when the tool is built and is not an argument the model can
+    set: an agent remembers only for the user it serves.
+
+    Args:
+        palace: An open :class:`~palace_retrievers.Palace`, or the path of one.
+        user_id: Whose memory it is (required).
+        agent_id: The agent that remembers, kept with each memory.
+        session_id: The session the memories come from, kept with each memory.
+        wing: The wing the memories belong to (``""``: every wing of the user).
+
+    Raises:
+        ValidationError: an empty or missing ``user_id``; at a call, arguments the
+            schema refuses (an empty or non-string ``text``, an unknown ``kind``).
+        ToolException: a statement the palace refuses; nothing is stored.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = "remember"
+    description: str = (
+        "Save one fact, preference, decision or event about the user to long-term memory, "
+        "so it is known in later conversations. A new value of something already "
+        "remembered replaces the old one; a repeat is not stored twice."
+    )
+    args_schema: type[BaseModel] = RememberInput
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
+
+    palace: Palace
+    user_id: str = Field(min_length=1)
+    agent_id: str | None = None
+    session_id: str | None = None
+    wing: str = ""
+
+    @field_validator("palace", mode="before")
+    @classmethod
+    def open_palace_path(cls, value: Any) -> Any:
+        """Open the palace when a path is given."""
+        return open_palace(value)
+
+    def _remember(self, text: str, kind: str) -> tuple[str, dict[str, Any]]:
+        try:
+            done = self.palace.remember(
+                text,
+                kind=kind,
+                user_id=self.user_id,
+                agent_id=self.agent_id,
+                session_id=self.session_id,
+                wing=self.wing,
+            )
+        except InvalidQueryError as exc:
+            raise ToolException(str(exc)) from exc
+        return _said(done), done.as_dict()
+
+    def _run(
+        self,
+        text: str,
+        kind: str = "fact",
+        run_manager: CallbackManagerForToolRun | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        return self._remember(text, kind)
+
+    async def _arun(
+        self,
+        text: str,
+        kind: str = "fact",
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+    ) -> tuple[str, dict[str, Any]]:
+        return await asyncio.to_thread(self._remember, text, kind)
+
+
+def _said(done: Remembered) -> str:
+    memory = done.memory
+    if done.action == "duplicate":
+        return f"duplicate: already remembered as {memory.id}: {memory.text}"
+    if done.action == "updated":
+        old = "; ".join(f"{m.id}: {m.text}" for m in done.superseded)
+        return f"updated: {memory.id}: {memory.text} (superseded {old})"
+    return f"{done.action}: {memory.id}: {memory.text}"
 
 
 def _format(hits: list[Hit]) -> str:

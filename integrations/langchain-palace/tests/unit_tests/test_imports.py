@@ -2,8 +2,10 @@ from langchain_palace import __all__
 
 EXPECTED_ALL = [
     "LangChainEmbedder",
+    "PalaceChatMessageHistory",
     "PalaceEmbeddings",
     "PalaceMemoryTool",
+    "PalaceRememberTool",
     "PalaceRetriever",
     "PalaceVectorStore",
 ]
