@@ -20,6 +20,20 @@ from langchain_palace.retrievers import open_palace
 from langchain_palace.scope import Memories, Scope
 
 
+class PalaceTool(BaseTool):
+    """A tool over a palace: ``palace`` is an open palace, or the path of one."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    palace: Palace
+
+    @field_validator("palace", mode="before")
+    @classmethod
+    def open_palace_path(cls, value: Any) -> Any:
+        """Open the palace when a path is given."""
+        return open_palace(value)
+
+
 class RecallInput(BaseModel):
     """What the model passes to the tool."""
 
@@ -29,7 +43,7 @@ class RecallInput(BaseModel):
     room: str | None = Field(default=None, description="Only this room (topic).")
 
 
-class PalaceMemoryTool(BaseTool):
+class PalaceMemoryTool(PalaceTool):
     """Search the palace as a tool, so that an agent can recall what it was told.
 
     The tool answers with the memories as numbered lines (text, wing/room and source)
@@ -49,8 +63,6 @@ class PalaceMemoryTool(BaseTool):
             a wing or room, only the memories filed there.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     name: str = "recall_memory"
     description: str = (
         "Search long-term memory (notes, past conversations, decisions) for what is "
@@ -59,17 +71,10 @@ class PalaceMemoryTool(BaseTool):
     args_schema: type[BaseModel] = RecallInput
     response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
 
-    palace: Palace
     user_id: str | None = None
     k: int = Field(default=5, gt=0)
     wing: str | None = None
     memories: Memories = "scoped"
-
-    @field_validator("palace", mode="before")
-    @classmethod
-    def open_palace_path(cls, value: Any) -> Any:
-        """Open the palace when a path is given."""
-        return open_palace(value)
 
     def _recall(
         self, query: str, k: int | None, wing: str | None, room: str | None
@@ -112,7 +117,7 @@ class RememberInput(BaseModel):
     )
 
 
-class PalaceRememberTool(BaseTool):
+class PalaceRememberTool(PalaceTool):
     """Remember a statement for the user, as a tool: :meth:`Palace.remember` decides.
 
     The tool answers with what the palace did, in one line: ``added``, ``duplicate`` (the
@@ -136,8 +141,6 @@ class PalaceRememberTool(BaseTool):
         ToolException: a statement the palace refuses; nothing is stored.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     name: str = "remember"
     description: str = (
         "Save one fact, preference, decision or event about the user to long-term memory, "
@@ -147,17 +150,10 @@ class PalaceRememberTool(BaseTool):
     args_schema: type[BaseModel] = RememberInput
     response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
 
-    palace: Palace
     user_id: str = Field(min_length=1)
     agent_id: str | None = None
     session_id: str | None = None
     wing: str = ""
-
-    @field_validator("palace", mode="before")
-    @classmethod
-    def open_palace_path(cls, value: Any) -> Any:
-        """Open the palace when a path is given."""
-        return open_palace(value)
 
     def _remember(self, text: str, kind: str) -> tuple[str, dict[str, Any]]:
         try:
