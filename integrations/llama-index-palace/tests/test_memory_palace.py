@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,13 @@ from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.llms import MockFunctionCallingLLM
 from llama_index.core.memory import Memory
-from palace_retrievers import Palace, PalaceNotFoundError
+from palace_plugins import hookimpl
+from palace_retrievers import Drawer, Palace, PalaceNotFoundError
+from palace_retrievers.memory.extraction import Candidate, MemoryExtractor
 from pydantic import ValidationError
 
 from llama_index.memory.palace import PalaceMemoryBlock, __all__
+from tests.conftest import HashEmbedder
 
 
 def test_all() -> None:
@@ -45,6 +49,8 @@ def memory_of(block: PalaceMemoryBlock, session: str) -> Memory:
 
 
 @pytest.mark.slow
+# The workflows library reads every member of the agent, deprecated pydantic ones too.
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
 async def test_flushed_messages_become_the_users_memories(minilm_palace: Palace) -> None:
     prompts = Prompts()
     agent = FunctionAgent(
@@ -95,6 +101,38 @@ async def test_a_new_value_supersedes_the_old(minilm_palace: Palace) -> None:
     assert any("Porto" in text for text in current)
     assert not any("Berlin" in text for text in current)
     assert "Porto" in await block.aget([ChatMessage(role="user", content="Where do I live?")])
+    lives = minilm_palace.kg.query("Porto", predicate="lives_in", user_id="carla")
+    assert [t.subject for t in lives] == ["user"]
+    assert minilm_palace.kg.query("Porto", user_id=None) == []
+
+
+class Exploding(MemoryExtractor):
+    def extract(self, *, drawers: Sequence[Drawer]) -> list[Candidate]:
+        raise RuntimeError("boom")
+
+
+class ExplodingPlugin:
+    @hookimpl
+    def palace_register_memory_extractors(self, register: Callable[[str, Any], None]) -> None:
+        register("exploding", lambda options: Exploding())
+
+
+@pytest.mark.parametrize("extractor", ["exploding", ""])
+async def test_without_an_extractor_the_messages_are_kept(
+    tmp_path: Path, extractor: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Palace.open(
+        tmp_path / "p",
+        embedder=HashEmbedder(),
+        plugins=[ExplodingPlugin()],
+        config={"memory": {"extractor": extractor}},
+    ) as palace:
+        block = PalaceMemoryBlock(palace=palace, user_id="u1")
+        with caplog.at_level(logging.WARNING):
+            await block.aput([ChatMessage(role="user", content="I live in Lisbon.")])
+        assert len(palace.drawer_ids(user_id="u1")) == 1
+        assert palace.memories(user_id="u1") == []
+        assert ("boom" in caplog.text) == (extractor == "exploding")
 
 
 async def test_nothing_to_keep_or_ask(palace: Palace) -> None:

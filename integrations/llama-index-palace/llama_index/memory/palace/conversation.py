@@ -14,18 +14,22 @@ reads the new drawers, and each memory it finds is remembered for the user with
 :meth:`Palace.remember` (deduplicated and superseded against the user's memories) as mining
 does: ``origin="extracted"``, pointing at its drawers, importance capped at
 ``memory.extracted_importance``, status ``memory.extracted_status``, in no wing (a fact
-about the user applies in every wing).
+about the user applies in every wing), its triples filed in the knowledge graph. As at mine
+time, extraction is a signal, not a gate: an extractor that fails, or a memory the palace
+refuses, is logged and the drawers stay filed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
-from palace_retrievers import Palace, Remembered
+from palace_retrievers import InvalidQueryError, Palace, Remembered
 
+log = logging.getLogger(__name__)
 #: The roles whose messages are filed: the system prompt is the app's, not the user's.
 FILED_ROLES = (MessageRole.USER, MessageRole.ASSISTANT, MessageRole.TOOL)
 
@@ -104,16 +108,21 @@ def remember_found(
     palace: Palace, drawer_ids: Sequence[str], *, user_id: str, session: str
 ) -> list[Remembered]:
     """Remember for ``user_id`` what the palace's memory extractor finds in these drawers
-    (none when the palace has no extractor)."""
-    extractor = palace.memory_extractor()
+    (none when the palace has no extractor, or it fails)."""
     drawers = palace.get(drawer_ids, user_id=user_id)
-    if extractor is None or not drawers:
+    if not drawers:
         return []
     cfg = palace.config.memory
+    try:
+        extractor = palace.memory_extractor()
+        found = extractor.extract(drawers=drawers) if extractor is not None else []
+    except Exception as exc:  # a plugin's failure: signal, not gate
+        log.warning("no memories were extracted from %d drawers (%s)", len(drawers), exc)
+        return []
     done = []
-    for candidate in extractor.extract(drawers=drawers):
-        done.append(
-            palace.remember(
+    for candidate in found:
+        try:
+            remembered = palace.remember(
                 candidate.text,
                 kind=candidate.kind,
                 importance=min(candidate.importance, cfg.extracted_importance),
@@ -124,5 +133,19 @@ def remember_found(
                 origin="extracted",
                 metadata={"extractor": cfg.extractor},
             )
-        )
+        except InvalidQueryError as exc:
+            log.warning("an extracted memory was not remembered (%s): %r", exc, candidate.text)
+            continue
+        for subject, predicate, obj, valid_from in candidate.triples:
+            palace.kg.add(
+                subject,
+                predicate,
+                obj,
+                valid_from=valid_from or remembered.memory.created_at,
+                source_drawer=candidate.source_ids[0] if candidate.source_ids else None,
+                source_memory=remembered.memory.id,
+                user_id=user_id,
+                origin=cfg.extractor,
+            )
+        done.append(remembered)
     return done
