@@ -2,7 +2,7 @@
 # Both create .venv; nothing relies on packages installed by hand. `make demo` (and
 # `make install`) installs what a user installs: the engine with the LangChain and
 # LlamaIndex integrations. `make test` adds the test tools, the linters, the backend
-# clients and palace-markitdown (`make install-dev`).
+# clients, the LangGraph store (langgraph-palace) and palace-markitdown (`make install-dev`).
 #
 # torch is installed first, pinned to a CPU build (TORCH_SPEC): a bare `torch`
 # requirement, pulled in by sentence-transformers, would fetch a multi-GB CUDA build.
@@ -21,7 +21,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 # The integrations install from their own folders, as their users install them, in the
 # same pip call as the engine so that their dependency on palace-retrievers is this tree.
 USER_INTEGRATIONS := integrations/langchain-palace integrations/llama-index-palace
-INTEGRATIONS := $(USER_INTEGRATIONS) integrations/palace-markitdown
+INTEGRATIONS := $(USER_INTEGRATIONS) integrations/langgraph-palace integrations/palace-markitdown
 PYPROJECTS := pyproject.toml Makefile $(INTEGRATIONS:%=%/pyproject.toml)
 
 $(VENV)/.torch: Makefile

@@ -95,7 +95,7 @@ def load_model(spec: Any, who: str = "memory extractor 'llm'") -> Any:
         return spec
     if isinstance(spec, str) and spec.strip():
         try:
-            from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
+            from langchain.chat_models import init_chat_model  # type: ignore[import-not-found, unused-ignore]
         except ImportError:
             raise ConfigError(
                 f"{who}: a model given by name needs the 'langchain' package; "
