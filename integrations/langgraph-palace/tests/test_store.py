@@ -267,3 +267,21 @@ async def test_the_async_methods(store: PalaceStore) -> None:
     memory = await store.aget(MEMORIES, "db")
     assert memory is not None
     assert memory.value == {"content": NEW}
+
+
+async def test_parallel_async_puts_keep_one_value_per_key(
+    store: PalaceStore, palace: Palace
+) -> None:
+    values = [f"note number {n} about the garden" for n in range(6)]
+    await asyncio.gather(
+        *(store.aput(NOTES, f"k{n}", {"text": text}) for n, text in enumerate(values))
+    )
+    await asyncio.gather(
+        store.aput(MEMORIES, "db", {"content": OLD}),
+        store.aput(MEMORIES, "tea", {"content": "I drink green tea every morning"}),
+    )
+    await store.aput(MEMORIES, "db", {"content": NEW})
+    found = await store.asearch(("drawers", "u1"), limit=10)
+    assert sorted(item.value["text"] for item in found) == values
+    current = {item.key: item.value["content"] for item in await store.asearch(MEMORIES)}
+    assert current == {"db": NEW, "tea": "I drink green tea every morning"}

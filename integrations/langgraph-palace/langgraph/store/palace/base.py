@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -135,6 +136,7 @@ class PalaceStore(BaseStore):
         fields: Sequence[str] | None = None,
     ) -> None:
         self.palace, self._owned = open_palace(palace)
+        self._running = threading.Lock()
         self.user_id = user_id
         self.fields = list(fields) if fields else None
 
@@ -153,9 +155,12 @@ class PalaceStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order. Every op is checked before any runs, so a batch with a
-        namespace that cannot be mapped or a value that is not a dict stores nothing."""
+        namespace that cannot be mapped or a value that is not a dict stores nothing.
+        Batches run one at a time (a graph's tool calls may run in parallel threads), so
+        a put reads the key's current memory and replaces it with no other put between."""
         runs = [self._plan(op) for op in ops]
-        return [run() for run in runs]
+        with self._running:
+            return [run() for run in runs]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` in a worker thread (the palace's calls block)."""
