@@ -55,6 +55,8 @@ def test_sessions_and_users_apart(corpus_palace: Palace) -> None:
 
     mine.clear()
     assert mine.messages == []
+    mine.add_user_message("A fresh start.")
+    assert [m.content for m in mine.messages] == ["A fresh start."]
     assert [m.content for m in later.messages] == ["Hello again."]
     assert [m.content for m in theirs.messages] == ["My locker code is 9000."]
 
