@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp
-from palace_retrievers import Palace
+from palace_retrievers import InvalidQueryError, Palace
 
 from langgraph.store.palace import PalaceStore
 
@@ -104,3 +104,11 @@ def test_a_filter_on_an_unknown_key_or_operator(store: PalaceStore) -> None:
         store.search(("drawers", "u1"), filter=["text"])  # type: ignore[arg-type]
     # a known key that no item matches is no error
     assert store.search(("drawers", "u1"), filter={"year": 1999}) == []
+
+
+def test_a_kind_that_is_no_memory_kind_is_refused_by_the_palace(
+    store: PalaceStore, palace: Palace
+) -> None:
+    with pytest.raises(InvalidQueryError):
+        store.put(("memories", "u1"), "k", {"content": "Quarterly numbers", "kind": "report"})
+    assert nothing_stored(palace)
