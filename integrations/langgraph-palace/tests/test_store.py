@@ -285,3 +285,24 @@ async def test_parallel_async_puts_keep_one_value_per_key(
     assert sorted(item.value["text"] for item in found) == values
     current = {item.key: item.value["content"] for item in await store.asearch(MEMORIES)}
     assert current == {"db": NEW, "tea": "I drink green tea every morning"}
+
+
+def test_index_and_fields_name_the_text_the_palace_files(
+    store: PalaceStore, palace: Palace
+) -> None:
+    value = {"title": "Grey cat Miso adopted", "body": {"notes": ["vet on Friday"]}}
+    store.put(PETS, "miso", value, index=["title", "body.notes[*]"])
+    (drawer,) = palace.get(palace.drawer_ids(user_id="u1"), user_id="u1")
+    assert drawer.text == "Grey cat Miso adopted\nvet on Friday"
+    assert store.search(PETS, query="which cat was adopted?")[0].value == value
+
+    titled = PalaceStore(palace, fields=["title"])
+    titled.put(NOTES, "boiler", {"title": "Boiler serviced", "text": "ignored here"})
+    item = titled.get(NOTES, "boiler")
+    assert item is not None
+    assert item.value["text"] == "ignored here"
+    texts = {d.text for d in palace.get(palace.drawer_ids(user_id="u1"), user_id="u1")}
+    assert "Boiler serviced" in texts
+
+    store.put(NOTES, "plain", {"text": "filed even with index=False"}, index=False)
+    assert store.get(NOTES, "plain") is not None
