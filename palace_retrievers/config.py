@@ -345,7 +345,7 @@ class MemoryConfig:
         ),
     )
     supersede_confidence: float = field(
-        default=0.0,
+        default=0.5,
         metadata=_doc(
             "probability of update a judge's update needs to supersede the old memory; a "
             "less sure update files the new memory linked to the old one as related"
@@ -360,7 +360,7 @@ class MemoryConfig:
         ),
     )
     related_confidence: float = field(
-        default=1.0,
+        default=0.3,
         metadata=_doc(
             "probability of update or duplicate at which a pair the judge calls new is "
             "filed as related (both current, linked, the newer first)"
@@ -376,17 +376,17 @@ class MemoryConfig:
         ),
     )
     candidate_similarity: float = field(
-        default=0.5,
+        default=0.0,
         metadata=_doc(
             "cosine an old memory needs to be judged against a new one by vector (full "
             "text and slot bring others in whatever their cosine)"
         ),
     )
     candidates: int = field(
-        default=10, metadata=_doc("nearest old memories by vector judged against a new one")
+        default=16, metadata=_doc("nearest old memories by vector judged against a new one")
     )
     lexical_candidates: int = field(
-        default=0,
+        default=8,
         metadata=_doc("best full-text matches among old memories judged against a new one"),
     )
     relevance_weight: float = field(

@@ -125,8 +125,31 @@ def test_the_judge_gives_the_list_wise_opinion(real_embedder: Any, tmp_path: Pat
     assert next(r for r in opinions[2].reasons if r.startswith("list-wise")).startswith(
         "list-wise (2 candidates)"
     )
-    plain = LearnedJudge({"listwise_file": str(path)}).judge(pairs, context)
+    plain = LearnedJudge({"listwise": False, "listwise_file": str(path)}).judge(pairs, context)
     assert not any(r.startswith("list-wise") for o in plain for r in o.reasons)
+
+
+def test_the_shipped_list_wise_model_reads_only_the_shipped_pair_judges(
+    real_embedder: Any,
+) -> None:
+    """Real model and shipped weights. By default the list-wise step is taken; with the pair
+    reader switched off (the shipped model was trained on both judges' average) or with
+    pair weights of one's own, it is not, unless a list-wise model is given for them."""
+    from palace_retrievers.memory.judges import JudgeContext, Pair
+    from palace_retrievers.memory.learned import pair_estimators
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    pairs = [Pair("We use MySQL for the orders database", "We use PostgreSQL for it now", 0.8)]
+    context = JudgeContext(embed=real_embedder.embed_documents, model=real_embedder.model_name)
+
+    def lists(options: dict[str, Any]) -> bool:
+        (opinion,) = LearnedJudge(options).judge(pairs, context)
+        return any(r.startswith("list-wise") for r in opinion.reasons)
+
+    assert lists({})
+    assert not lists({"pair_reader": False})
+    assert not lists({"pair_model_file": str(pair_estimators.MODEL_FILE)})
+    assert lists({"pair_reader": False, "listwise_file": str(listwise.LISTWISE_FILE)})
 
 
 def test_listwise_without_a_model_fails_when_the_judge_is_made(tmp_path: Path) -> None:

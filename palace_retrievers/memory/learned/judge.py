@@ -12,10 +12,10 @@ For each pair:
 3. :func:`.pair_model.combine` weighs them in: a structural *new* becomes their update
    at ``threshold`` or their duplicate at ``duplicate_threshold``; a structural *update*
    they call something else at ``veto`` becomes the likelier of the two;
-4. with ``listwise``, the **list-wise model** (:mod:`.listwise`) reads each candidate
-   against the new memory's other candidates (the pairs of one call that share a new
-   text) and its probabilities and most likely label replace the steps above: only the
-   old memory the new text is most about is likely its duplicate or update.
+4. the **list-wise model** (:mod:`.listwise`) reads each candidate against the new
+   memory's other candidates (the pairs of one call that share a new text) and its
+   probabilities and most likely label replace the steps above: only the old memory the
+   new text is most about is likely its duplicate or update.
 
 The opinion's verdict is that combined call; its probabilities are the averaged judges'
 (so the palace's policy can tell a sure update from an unsure one), or all on the
@@ -26,8 +26,10 @@ Options (``[memory_judges.learned]``): ``structural``, ``pair_model`` and
 thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_threshold``
 (0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85),
 ``pair_model_file`` and ``pair_reader_file`` (weights of your own; "" for the shipped),
-``listwise`` (default false) and ``listwise_file`` (a list-wise model trained for the
-pair judges in use; none ships yet, so ``listwise`` needs it).
+``listwise`` (default true) and ``listwise_file`` ("" for the shipped model, which is
+trained for the shipped pair judges: with weights of your own, or the pair model or the
+reader switched off, the list-wise step is taken only with a ``listwise_file`` trained
+for them).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "structural": True,
     "pair_model": True,
     "pair_reader": True,
-    "listwise": False,
+    "listwise": True,
     "threshold": 0.6,
     "duplicate_threshold": 0.6,
     "veto": 0.7,
@@ -93,7 +95,19 @@ class LearnedJudge(MemoryJudge):
         self._model_file = Path(options["pair_model_file"] or pair_estimators.MODEL_FILE)
         self._reader_file = Path(options["pair_reader_file"] or pair_reader.READER_FILE)
         self._listwise_file = Path(options["listwise_file"] or listwise.LISTWISE_FILE)
-        if options["listwise"]:
+        # The shipped list-wise model reads the shipped pair judges' averaged
+        # probabilities: with judges of your own (other weights, or one switched off) it
+        # is asked only if you give a list-wise model trained for them.
+        shipped_judges = (
+            options["pair_model"]
+            and options["pair_reader"]
+            and not options["pair_model_file"]
+            and not options["pair_reader_file"]
+        )
+        self._listwise = bool(options["listwise"]) and bool(
+            options["listwise_file"] or shipped_judges
+        )
+        if self._listwise:
             listwise.model(self._listwise_file)  # a missing or foreign model fails at open
         self._warned = False
 
@@ -102,8 +116,8 @@ class LearnedJudge(MemoryJudge):
         learned = self._learned(pairs, context)
         if learned is None:
             return [Opinion.certain(v, f"structural: {why}") for v, why in verdicts]
-        if self.options["listwise"]:
-            return self._listwise(pairs, verdicts, learned)
+        if self._listwise:
+            return self._read_listwise(pairs, verdicts, learned)
         out = []
         for (verdict, why), probabilities in zip(verdicts, learned, strict=True):
             combined = pair_model.combine(
@@ -119,7 +133,7 @@ class LearnedJudge(MemoryJudge):
             )
         return out
 
-    def _listwise(
+    def _read_listwise(
         self,
         pairs: Sequence[Pair],
         verdicts: Sequence[tuple[str, str]],

@@ -16,11 +16,14 @@ pair judges' probabilities: the chance that *this* old memory is the one the new
 repeats or updates. Its numbers (a random forest and a logistic regression, averaged, in
 the form :mod:`.pair_estimators` reads) are trained by ``benchmarks/train_listwise.py`` on
 the candidate lists ``benchmarks/judge_rows.py`` gathers end to end, for one set of pair
-judges' weights (the probabilities it reads are theirs).
+judges' weights (the probabilities it reads are theirs): each list as gathered among a
+user's 200 memories, and shorter lists drawn from it, since a user with one or two
+memories is as common as one with two hundred and a lone candidate's lead and rank read
+unlike any in a long list.
 
-No list-wise model ships yet (benchmarks/README.md, "Memory decisions end to end", says
-what it did and did not reach): the learned judge's ``listwise`` option is off, and
-turning it on needs ``listwise_file``, a model trained for the pair judges in use.
+The model in ``data/listwise.json`` is trained for the shipped pair judges (its
+``trained_on`` names the sets); benchmarks/README.md ("Memory decisions end to end") says
+what it reaches and what it does not.
 """
 
 from __future__ import annotations
