@@ -16,7 +16,7 @@ import pytest
 from palace_plugins.testing.backends import synthetic_vectors
 from palace_retrievers.errors import InvalidQueryError, MemoryConflictError
 from palace_retrievers.ledger import Ledger
-from palace_retrievers.memory.records import Memory, MemoryEvent
+from palace_retrievers.records.memories import Memory, MemoryEvent
 
 __all__ = ["T0", "MemoryStoreTests", "memory"]
 

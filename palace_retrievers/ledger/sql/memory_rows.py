@@ -1,7 +1,7 @@
 """Memories and their history as table rows: the mapping both SQL ledgers share.
 
-A SQL ledger stores a :class:`~palace_retrievers.memory.records.Memory` as one row of
-:data:`MEMORY_COLUMNS` and a :class:`~palace_retrievers.memory.records.MemoryEvent` as one row
+A SQL ledger stores a :class:`~palace_retrievers.records.memories.Memory` as one row of
+:data:`MEMORY_COLUMNS` and a :class:`~palace_retrievers.records.memories.MemoryEvent` as one row
 of :data:`EVENT_COLUMNS`; the two dialects differ only in how a time is written
 (SQLite: a fixed-width ISO-8601 string; PostgreSQL: ``timestamptz``) and in the SQL
 around the rows. So the mapping takes the time conversion as an argument, and the exact
