@@ -4,20 +4,23 @@ the gate and the policy with it, on candidate lists gathered by ``judge_rows.py`
 Each candidate of each row of the ``--train`` files is a training example: its features
 (:func:`listwise.features`, over the candidates the gate lets in) and its label, the
 pair's gold label for the pair's old memory and ``new`` for every other (the user's
-unrelated memories). Candidates with the new text itself are left out (the palace drops
-an exact repeat before judging). A random forest (100 trees, depth 6, seed 0) and a
-logistic regression (standard scaling, C 1) are fitted, then written to ``--out`` in the
-form :class:`listwise.Listwise` reads.
+unrelated memories), on the full list and on shorter lists drawn from it
+(:func:`sublists`; ``--long-only`` leaves them out). Candidates with the new text itself
+are left out (the palace drops an exact repeat before judging). A random forest (100
+trees, depth 6, seed 0) and a logistic regression (standard scaling, C 1) are fitted, the
+old memories' examples weighed ``--weight`` times an other's, then written to ``--out``
+in the form :class:`listwise.Listwise` reads.
 
 Then, on the ``--select`` rows (never trained on), for each gate (``vector`` nearest,
-``lexical`` full-text matches, the slot), it prints gate recall by language and, for the
-pair judges alone and with the list-wise model, the policy of before and the one the rule
-of ``benchmarks/README.md`` chooses ("Choosing the judges, the gate and the policy"),
-replayed as ``remember.py --grid`` does.
+``lexical`` full-text matches, the slot; ``--one-gate``: the ``--gate`` only), it prints
+gate recall by language and, for the pair judges alone and with the list-wise model, the
+policy of before and the one the rule of ``benchmarks/README.md`` chooses ("Choosing the
+judges, the gate and the policy"), replayed as ``remember.py --grid`` does, on users with
+1, 2, 5 (:func:`few`) and 200 memories pooled, and each size at the chosen policy.
 
 Usage::
 
-    .venv/bin/python benchmarks/train_listwise.py --train rows_train.jsonl \\
+    .venv/bin/python benchmarks/train_listwise.py --one-gate --train rows_train.jsonl \\
         --select rows_select.jsonl --out palace_retrievers/memory/learned/data/listwise.json
 """
 
@@ -247,9 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out.write_text(json.dumps(spec), encoding="utf-8")
             print(f"wrote {args.out}")
         lists = [gated(row, vector, lexical) for row in select]
+        plain = judged(select, lists, None)
         print(
             f"\n## gate: {vector} by vector, {lexical} by full text, the slot: gate recall "
-            f"{gate_recall(judged(select, lists, None))}"
+            f"{gate_recall(plain)} (en {gate_recall(plain, 'en')}, zh {gate_recall(plain, 'zh')})"
         )
         sizes = {f"{n} memories": few(select, n) for n in FEW} | {"200 memories": lists}
         for name, m in (("pair judges alone", None), ("with the list-wise model", model)):
