@@ -1,16 +1,30 @@
-"""Retrieval recall on LoCoMo (Maharana et al. 2024): the palace against plain baselines.
+"""Retrieval recall on LoCoMo (Maharana et al. 2024): the palace, through each of its
+doors, against plain baselines.
 
-Each conversation is its own wing of one palace; each turn is one drawer,
-``"[<session date>] <speaker>: <text>"``, added through ``langchain_palace``'s
-``PalaceVectorStore`` and found only through the public retriever,
-``langchain_palace.PalaceRetriever.invoke`` (which runs ``Palace.search``, the pipeline every
-entry point shares). Questions of categories 1-4
-are asked against their own conversation. In the same run, on the same drawers: plain
-vector search (cosine over the same MiniLM vectors, exact) and plain BM25 (rank-bm25 over
-lower-cased words, no stop words or stemming).
+Each conversation is its own wing; each door files the same conversations into a palace of
+its own, the way a user coming through that door would:
+
+- ``turns``: each turn one drawer, ``"[<session date>] <speaker>: <text>"``, with
+  ``source`` (the session), ``chunk_index`` (its position) and ``speaker`` set, through
+  ``langchain_palace.PalaceVectorStore.add_texts``;
+- ``mined``: the conversation exported as the generic chat JSONL (one record a turn:
+  ``session``, ``speaker``, ``text``, ``time``, ``id``) and mined with
+  ``Palace.mine(path, source="text")``, what ``palace mine --source text`` runs; a hit is
+  an exchange, and its ``message_ids`` (the turns' ids) are flattened in rank order and cut
+  at the same budget of turns as the other doors;
+- ``plain``: the same turn texts through ``PalaceVectorStore.add_texts``, one call a
+  conversation, with ordinary metadata only (LoCoMo's ``dia_id``; no ``source``,
+  ``chunk_index`` or ``speaker``).
+
+Every question (categories 1-4) is asked against its own conversation only through the
+public retriever, ``langchain_palace.PalaceRetriever.invoke`` (which runs
+``Palace.search``, the pipeline every entry point shares). In the same run, on the same
+turns: plain vector search (cosine over the same MiniLM vectors, exact) and plain BM25
+(rank-bm25 over lower-cased words, no stop words or stemming).
 
 Results are printed, never asserted. The data set is CC BY-NC 4.0: it is read from
-``--data`` and never copied into the project.
+``--data`` and never copied into the project (the mined door's JSONL export is written to a
+temporary directory).
 
     .venv/bin/python benchmarks/locomo.py --data ../shared/data/locomo/locomo_dev.json
 """
@@ -25,12 +39,14 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from langchain_core.documents import Document
 from langchain_palace import PalaceRetriever, PalaceVectorStore
 from rank_bm25 import BM25Okapi
 
@@ -40,6 +56,8 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/locomo/locomo_
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
 CURVE_K = 50
+DOORS = ("turns", "mined", "plain")
+DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # LoCoMo's "1:56 pm on 8 May, 2023"
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 _WORD = re.compile(r"\w+")
 
@@ -70,6 +88,34 @@ def session_of(drawer_id: str) -> str:
 Turn = tuple[str, str, int, str]  # id, drawer text, position in its session, speaker
 
 
+@dataclass(frozen=True)
+class Spoken:
+    """One turn of a LoCoMo conversation as the data set gives it."""
+
+    id: str  # turn_id(wing, session, turn)
+    session: int
+    date: str  # the session's date as LoCoMo writes it
+    position: int  # in its session
+    speaker: str
+    text: str
+
+
+def spoken(sample: dict[str, Any]) -> Iterator[Spoken]:
+    """The turns of one conversation, session by session, those with a readable ``dia_id``."""
+    wing = sample["sample_id"]
+    conv = sample["conversation"]
+    sessions = sorted(
+        int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
+    )
+    for number in sessions:
+        date = conv.get(f"session_{number}_date_time", "")
+        for position, turn in enumerate(conv[f"session_{number}"]):
+            match = _EVIDENCE.fullmatch(turn["dia_id"])
+            if match is not None:
+                ident = turn_id(wing, number, int(match.group(2)))
+                yield Spoken(ident, number, date, position, turn["speaker"], turn["text"])
+
+
 def load(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
     """Turns per wing ``(id, text, position, speaker)`` and the questions of categories 1-4."""
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -77,21 +123,10 @@ def load(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
     questions: list[Question] = []
     for sample in data:
         wing = sample["sample_id"]
-        conv = sample["conversation"]
-        turns: list[Turn] = []
-        sessions = sorted(
-            int(k.split("_")[1]) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
-        )
-        for number in sessions:
-            date = conv.get(f"session_{number}_date_time", "")
-            for position, turn in enumerate(conv[f"session_{number}"]):
-                match = _EVIDENCE.fullmatch(turn["dia_id"])
-                if match is None:
-                    continue
-                text = f"[{date}] {turn['speaker']}: {turn['text']}"
-                turns.append(
-                    (turn_id(wing, number, int(match.group(2))), text, position, turn["speaker"])
-                )
+        turns: list[Turn] = [
+            (t.id, f"[{t.date}] {t.speaker}: {t.text}", t.position, t.speaker)
+            for t in spoken(sample)
+        ]
         wings[wing] = turns
         known = {t[0] for t in turns}
         for qa in sample["qa"]:
@@ -107,12 +142,42 @@ def load(path: Path) -> tuple[dict[str, list[Turn]], list[Question]]:
     return wings, questions
 
 
-def index(palace: Palace, wings: dict[str, list[Turn]]) -> float:
-    """Add every turn as a drawer through the LangChain vector store; returns the seconds."""
-    start = time.perf_counter()
+def iso_time(date: str) -> str | None:
+    """LoCoMo's session date as ISO-8601 (taken as UTC), ``None`` when unreadable."""
+    try:
+        return datetime.strptime(date, DATE_FORMAT).replace(tzinfo=UTC).isoformat()
+    except ValueError:
+        return None
+
+
+def export_chats(path: Path, directory: Path) -> dict[str, Path]:
+    """Each conversation as a generic chat JSONL file in ``directory``; wing -> file.
+
+    One record a turn, ``{"session", "speaker", "text", "time", "id"}``, as the ``text``
+    source reads it; ``id`` is the turn's id in this benchmark.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        records = []
+        for t in spoken(sample):
+            record = {"session": f"session_{t.session}", "speaker": t.speaker, "text": t.text}
+            when = iso_time(t.date)
+            if when is not None:
+                record["time"] = when
+            records.append(record | {"id": t.id})
+        file = directory / f"{sample['sample_id']}.jsonl"
+        file.write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8"
+        )
+        files[sample["sample_id"]] = file
+    return files
+
+
+def index_turns(palace: Palace, wings: dict[str, list[Turn]]) -> None:
+    """The ``turns`` door: every turn a drawer with ``source``, ``chunk_index``, ``speaker``."""
     for wing, turns in wings.items():
-        store = PalaceVectorStore(palace, wing=wing)
-        store.add_texts(
+        PalaceVectorStore(palace, wing=wing).add_texts(
             [text for _, text, _, _ in turns],
             metadatas=[
                 {"source": session_of(i), "chunk_index": position, "speaker": speaker}
@@ -120,19 +185,49 @@ def index(palace: Palace, wings: dict[str, list[Turn]]) -> float:
             ],
             ids=[i for i, _, _, _ in turns],
         )
-    return time.perf_counter() - start
 
 
-def run_palace(palace: Palace, questions: Sequence[Question]) -> System:
-    system = System("palace")
+def index_plain(palace: Palace, wings: dict[str, list[Turn]]) -> None:
+    """The ``plain`` door: the same texts in one ``add_texts`` call a conversation, with
+    ordinary metadata only (LoCoMo's own ``dia_id``)."""
+    for wing, turns in wings.items():
+        PalaceVectorStore(palace, wing=wing).add_texts(
+            [text for _, text, _, _ in turns],
+            metadatas=[{"dia_id": i.split(":", 1)[1]} for i, _, _, _ in turns],
+            ids=[i for i, _, _, _ in turns],
+        )
+
+
+def index_mined(palace: Palace, files: dict[str, Path]) -> None:
+    """The ``mined`` door: each conversation's chat JSONL mined by the ``text`` source."""
+    for wing, file in files.items():
+        palace.mine(file, wing=wing, source="text", progress=False)
+
+
+def hit_turns(door: str) -> Callable[[Document], list[str]]:
+    """The turn ids a hit of ``door`` stands for: an exchange's ``message_ids``, else its id."""
+    if door == "mined":
+        return lambda doc: [str(i) for i in doc.metadata.get("message_ids", [])]
+    return lambda doc: [str(doc.id)]
+
+
+def ranked(docs: Sequence[Document], turns_of: Callable[[Document], list[str]]) -> list[str]:
+    """The turns of ``docs`` in rank order, each once."""
+    return list(dict.fromkeys(i for doc in docs for i in turns_of(doc)))
+
+
+def run_palace(palace: Palace, questions: Sequence[Question], door: str = "turns") -> System:
+    system = System(f"palace {door}")
+    turns_of = hit_turns(door)
     retriever = PalaceRetriever(palace=palace, k=10)
     for q in questions:
         start = time.perf_counter()
         top = retriever.invoke(q.text, wing=q.wing)
         system.latencies.append(time.perf_counter() - start)
-        curve = [str(d.id) for d in retriever.invoke(q.text, k=CURVE_K, wing=q.wing)]
-        ten = [str(d.id) for d in top]
-        # The k=10 answer is what a user gets; the longer list only extends the curve.
+        curve = ranked(retriever.invoke(q.text, k=CURVE_K, wing=q.wing), turns_of)[:CURVE_K]
+        ten = ranked(top, turns_of)[:10]
+        # The k=10 answer is what a user gets (cut at 10 turns); the longer list only
+        # extends the curve.
         system.rankings.append(ten + [i for i in curve if i not in ten])
     return system
 
@@ -145,7 +240,12 @@ def run_vector(
     for wing, turns in wings.items():
         ids = [i for i, _, _, _ in turns]
         stored = palace.ledger.drawer_vectors(ids)
-        tables[wing] = (ids, np.stack([stored[i] for i in ids]))
+        if len(stored) == len(ids):
+            matrix = np.stack([stored[i] for i in ids])
+        else:  # the mined door's palace holds exchanges: embed the turns here
+            matrix = np.asarray(palace.embedder.embed_documents([t for _, t, _, _ in turns]))
+            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        tables[wing] = (ids, matrix)
     for q in questions:
         start = time.perf_counter()
         ids, matrix = tables[q.wing]
@@ -194,8 +294,11 @@ def metrics(system: System, questions: Sequence[Question], k: int) -> dict[str, 
     return {"turn": sum(turn) / n, "all": sum(every) / n, "session": sum(session) / n}
 
 
-def report(systems: Sequence[System], questions: Sequence[Question], index_seconds: float) -> None:
-    print(f"\n{len(questions)} questions (categories 1-4), index time {index_seconds:.1f} s")
+def report(
+    systems: Sequence[System], questions: Sequence[Question], index_seconds: dict[str, float]
+) -> None:
+    times = ", ".join(f"{door} {seconds:.1f} s" for door, seconds in index_seconds.items())
+    print(f"\n{len(questions)} questions (categories 1-4), index time: {times}")
     header = f"{'system':<18}" + "".join(
         f"{f'{m}@{k}':>11}" for k in KS for m in ("turn R", "all", "sess R")
     )
@@ -279,8 +382,16 @@ def data_missing(path: Path) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo JSON file")
+    parser.add_argument(
+        "--door",
+        action="append",
+        choices=(*DOORS, "all"),
+        help="how the conversations are filed, repeatable (default: all three, one table)",
+    )
     parser.add_argument("--backend", default="chroma", help="vector backend (default chroma)")
-    parser.add_argument("--palace", type=Path, help="palace directory (default: a temp dir)")
+    parser.add_argument(
+        "--palace", type=Path, help="keep the palaces here, one folder a door (default: temp)"
+    )
     parser.add_argument("--plot", type=Path, help="write the recall@k curve PNG here")
     parser.add_argument("--no-baselines", action="store_true", help="only the palace")
     parser.add_argument(
@@ -290,22 +401,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if data_missing(args.data):
         return 2
+    picked = set(args.door or ["all"])
+    doors = [d for d in DOORS if d in picked or "all" in picked]
     wings, questions = load(args.data)
     if args.limit:
         questions = questions[: args.limit]
+    systems: list[System] = []
+    baselines: list[System] = []
+    seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        where = args.palace or Path(tmp) / "palace"
-        with Palace.open(where, backend=args.backend, config=overrides(args.set)) as palace:
-            palace.embedder.embed_query("warm up")  # load the model before timing anything
-            reuse = palace.ledger.stats().drawers > 0
-            seconds = 0.0 if reuse else index(palace, wings)  # --palace again: search only
-            systems = [run_palace(palace, questions)]
-            if not args.no_baselines:
-                systems += [run_vector(palace, wings, questions), run_bm25(wings, questions)]
-            print(f"palace: backend {args.backend}, overrides {args.set or 'none'}")
-            report(systems, questions, seconds)
-            if args.plot:
-                plot(systems, questions, args.plot)
+        root = args.palace or Path(tmp)
+        for door in doors:
+            with Palace.open(
+                root / door, backend=args.backend, config=overrides(args.set)
+            ) as palace:
+                palace.embedder.embed_query("warm up")  # load the model before timing anything
+                if palace.ledger.stats().drawers == 0:  # --palace again: search only
+                    start = time.perf_counter()
+                    if door == "turns":
+                        index_turns(palace, wings)
+                    elif door == "plain":
+                        index_plain(palace, wings)
+                    else:
+                        index_mined(palace, export_chats(args.data, Path(tmp) / "chats"))
+                    seconds[door] = time.perf_counter() - start
+                systems.append(run_palace(palace, questions, door))
+                if not args.no_baselines and not baselines:
+                    baselines = [run_vector(palace, wings, questions), run_bm25(wings, questions)]
+        systems += baselines
+        print(f"palace: backend {args.backend}, overrides {args.set or 'none'}")
+        report(systems, questions, seconds)
+        if args.plot:
+            plot(systems, questions, args.plot)
     return 0
 
 

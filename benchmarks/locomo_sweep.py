@@ -5,10 +5,11 @@ drawers, closets and vectors are not rebuilt) and every question is asked throug
 ``PalaceRetriever.invoke``, as in ``locomo.py``. Query vectors are cached across variants
 so a sweep measures ranking, not embedding; latency is therefore not reported here.
 
-    .venv/bin/python benchmarks/locomo.py --palace /tmp/lp --no-baselines   # build once
-    .venv/bin/python benchmarks/locomo_sweep.py --palace /tmp/lp \\
+    .venv/bin/python benchmarks/locomo.py --palace /tmp/lp --door turns --no-baselines
+    .venv/bin/python benchmarks/locomo_sweep.py --palace /tmp/lp/turns \\
         "search.closets=false" "search.neighbour_weight=0.2 search.normalisation=zscore"
 
+The palace is one door's folder (``turns`` or ``plain``: their drawers are the turns).
 Each argument is one variant: space-separated ``KEY=VALUE`` pairs (``-`` for the defaults).
 """
 
