@@ -184,9 +184,13 @@ class PluginManager:
     def _load_entry_points(self) -> None:
         wanted = os.environ.get("PALACE_PLUGINS")
         allowed = None if wanted is None else {n.strip() for n in wanted.split(",") if n.strip()}
+        # Each distribution's name and version, read once: reading a distribution's
+        # metadata parses its file, and one distribution has many entry points.
+        read: dict[metadata.Distribution, tuple[str, str]] = {}
         for ep in sorted(metadata.entry_points(group=GROUP), key=lambda e: e.name):
-            dist = ep.dist.name if ep.dist else None
-            version = ep.dist.version if ep.dist else None
+            if ep.dist is not None and ep.dist not in read:
+                read[ep.dist] = (ep.dist.name, ep.dist.version)
+            dist, version = read[ep.dist] if ep.dist is not None else (None, None)
             builtin = dist == BUILTIN_DISTRIBUTION
             if allowed is not None and not builtin and ep.name not in allowed:
                 continue

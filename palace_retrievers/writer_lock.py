@@ -45,11 +45,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Any
 
 from palace_retrievers.errors import PalaceBusyError, PalaceReadOnlyError
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 #: The long writes, during which another process's memory writes are queued rather than
 #: kept waiting (see :meth:`palace_retrievers.Palace.writing`). A reindex is not one: it
@@ -176,14 +177,31 @@ class PalaceLock(ABC):
 
 
 class WriterLock(PalaceLock):
-    """The file writer lock of the palace at ``palace_dir`` (one machine)."""
+    """The file writer lock of the palace at ``palace_dir`` (one machine).
+
+    ``filelock`` is imported when the lock is first taken: a palace opened only to read
+    (a one-shot ``palace status`` or search) never takes it.
+    """
 
     def __init__(self, palace_dir: Path) -> None:
         super().__init__(str(palace_dir))
         self._dir = palace_dir
-        self._lock = FileLock(palace_dir / LOCK_FILE, thread_local=True)
+        self._file_lock: FileLock | None = None
+        self._making = threading.Lock()
+
+    @property
+    def _lock(self) -> FileLock:
+        """The file lock, made once (two threads taking it first make one)."""
+        with self._making:
+            if self._file_lock is None:
+                from filelock import FileLock
+
+                self._file_lock = FileLock(self._dir / LOCK_FILE, thread_local=True)
+            return self._file_lock
 
     def _acquire(self, timeout: float) -> bool:
+        from filelock import Timeout
+
         try:
             self._lock.acquire(timeout=timeout, blocking=True)
         except Timeout:

@@ -21,6 +21,7 @@ read best together; the words they are matched against are :mod:`.wording`'s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 
@@ -229,66 +230,75 @@ _AS_ROLE = rf"(?: as (?P<role>{_THING}))?"
 _ZH_AS = "(?:做|作为|当|存储|存)"
 _NOT_PRONOUN = r"(?!(?:i|we|you|he|she|they|it|this|that|there|what)\b)"
 
-_RULES = _compile(
-    # English ------------------------------------------------------------------------
-    ("name", rf"^(?:{_CALLS_ME}) {_V}$"),
-    ("named", rf"^(?P<x>my [a-z]+(?: [a-z]+)?) (?:is called|is named|goes by) {_V}$"),
-    ("age", r"^i is (?P<v>\d{1,3})(?: years? old| yo)?$"),
-    ("when", rf"^(?:(?:we|i) )?{_RESCHEDULE} (?:my |our )?(?P<s>{_THING}) to {_WHEN}$"),
-    ("when", rf"^(?:our )?(?P<s>[a-z][a-z0-9 ]{{0,40}}?)(?: {_END}| {_MOVE})?(?: {_AT})? {_WHEN}$"),
-    ("favourite", rf"^my {_FAVOURITE} (?P<x>{_NOUN}) is {_V}{_TAIL}$"),
-    ("favourite", rf"^{_V} is my {_FAVOURITE} (?P<x>{_NOUN}){_TAIL}$"),
-    ("prefers", rf"^(?P<s>{_PERSON}) {_NEG}{_PREFER} {_V} {_OVER} (?P<w>[^,;.]{{1,30}})$"),
-    ("uses", rf"^(?P<s>{_PERSON}) {_NEG}{_USE} {_V} (?:for|as) {_OUR}(?P<p>{_THING}){_TAIL}$"),
-    ("uses", rf"^for {_OUR}(?P<p>{_THING}),? (?P<s>{_PERSON}) (?:use|uses|is using) {_V}$"),
-    ("uses", rf"^(?P<s>{_PERSON}) {_MIGRATE} (?P<p>(?:my )?{_THING}) {_INTO} {_V}{_TAIL}$"),
-    ("uses", rf"^(?:my |our )?(?P<p>{_THING}) {_RUNS_ON} {_V}{_TAIL}$"),
-    ("lives_in", rf"^(?P<s>{_PERSON}) {_NEG}{_LIVE}(?: back)? (?:in|to) {_V}{_TAIL}$"),
-    ("works_at", rf"^(?P<s>{_PERSON}) {_NEG}{_WORK} (?:at|for) {_V}{_AS_ROLE}{_TAIL}$"),
-    ("works_at", rf"^(?P<s>{_PERSON}) {_JOIN} {_V}{_TAIL}$"),
-    ("works_at", rf"^my (?:employer|company) is {_V}$"),
-    ("works_as", rf"^(?P<s>{_PERSON}) {_NEG}{_WORK} as {_V}{_TAIL}$"),
-    ("works_as", rf"^my {_JOB} is {_V}$"),
-    ("drives", rf"^(?P<s>{_PERSON}) {_NEG}(?:drive|drives|is driving) {_V}{_TAIL}$"),
-    ("mine", rf"^{_V} is my (?P<x>{_NOUN}){_TAIL}$"),
-    ("is", rf"^{_V} is (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
-    ("is", rf"^{_V} {_BECAME} (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
-    ("is", rf"^(?:our )?(?!(?:my|your|his|her|their) )(?P<x>{_ROLES}) is {_V}{_TAIL}$"),
-    ("ours", rf"^{_V} is our (?P<x>{_NOUN}){_TAIL}$"),
-    ("holds", rf"^{_V} {_LEAD} (?:our |my )?(?P<x>{_THING}){_TAIL}$"),
-    ("holds", rf"^(?:our |my )?(?P<x>{_THING}) is {_LED} by {_V}{_TAIL}$"),
-    ("uses", rf"^(?P<s>{_PERSON}) {_HOST} (?:my |our )?(?P<p>{_THING}) (?:on|in) {_V}{_TAIL}$"),
-    ("mine", rf"^my (?P<x>{_NOUN}) (?:is|{_CHANGED_TO}) {_V}{_TAIL}$"),
-    ("ours", rf"^our (?P<x>{_NOUN}) (?:is|{_CHANGED_TO}) {_V}{_TAIL}$"),
-    ("thing", rf"^(?P<x>{_NOT_PRONOUN}[a-z][a-z0-9 ]{{0,30}}?) is {_V}$"),
-    # Chinese ------------------------------------------------------------------------
-    ("name", r"^(?:我叫|我的名字是|叫我)(?P<v>\S{1,12})$"),
-    ("age", r"^我(?P<v>\d{1,3})岁$"),
-    ("favourite", r"^我(?:的)?最喜欢的(?P<x>\S{1,8}?)是(?P<v>.{1,20})$"),
-    ("favourite", r"^(?P<v>.{1,20}?)是我最喜欢的(?P<x>\S{1,8})$"),
-    ("default", rf"^我(?:的)?默认的?(?P<x>.{{1,12}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
-    ("prefers", rf"^比起(?P<w>.{{1,12}}?)，?{_ZH_S}(?P<neg>不)?更喜欢(?P<v>.{{1,12}})$"),
-    ("prefers", rf"^{_ZH_S}(?P<neg>不)?更喜欢(?P<v>.{{1,12}}?)胜过(?P<w>.{{1,12}})$"),
-    ("lives_in", rf"^{_ZH_S}(?P<neg>不)?{_ZH_LIVE}(?P<v>[^，,。 ]{{1,12}})$"),
-    ("works_at", rf"^{_ZH_S}(?P<neg>不)?在(?P<v>.{{1,12}}?)(?:工作|任职|实习)$"),
-    ("works_at", rf"^{_ZH_S}(?:加入|入职|跳槽到|跳槽去)(?P<v>[^在]{{1,12}}?)(?:工作)?$"),
-    ("drives", rf"^{_ZH_S}(?P<neg>不)?开(?:的是)?(?P<v>.{{1,12}})$"),
-    ("works_as", rf"^{_ZH_S}(?:的)?(?:工作|职业|职位|岗位){_ZH_SET}(?P<v>.{{1,12}})$"),
-    ("works_as", rf"^{_ZH_S}是一名(?P<v>.{{1,12}})$"),
-    ("zh_role", rf"^(?P<s>我们|我)的?(?P<x>{_ZH_ROLE}){_ZH_SET}(?P<v>.{{1,12}})$"),
-    ("zh_holder", rf"^(?P<x>{_ZH_ROLE}){_ZH_SET}(?P<v>.{{1,12}})$"),
-    ("uses", rf"^(?P<s>我们|我)?{_ZH_USE}(?P<v>.{{1,20}}?)来?{_ZH_AS}(?P<p>.{{1,12}})$"),
-    ("uses", rf"^(?P<p>[^我你他她 ][^ ]{{0,11}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
-    ("is", rf"^(?P<v>.{{1,12}}?)是(?P<x>{_ZH_ROLE})$"),
-    ("mine", rf"^我的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
-    ("mine", r"^(?P<v>.{1,12}?)是我的(?P<x>[^ ]{1,8})$"),
-    ("ours", rf"^我们的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
-    ("uses", rf"^{_ZH_OUR}(?P<p>[^ ]{{1,12}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
-    ("uses", rf"^{_ZH_OUR}?(?P<p>[^ ]{{1,12}}?)(?:在|放在|托管在|部署在|跑在) ?{_ZH_V} ?上$"),
-    ("uses", rf"^(?:我们|我)?把(?P<p>[^ ]{{1,12}}?){_ZH_MOVE} ?{_ZH_V}$"),
-    ("when", rf"^(?P<s>[^ ]{{1,12}}?){_ZH_AT} ?{_WHEN}$"),
-    ("when", rf"^(?P<s>我们|我|[^ ]{{1,8}}?) ?{_WHEN} ?(?P<verb>[^ \d]{{1,8}})$"),
-)  # fmt: skip
+
+@functools.cache
+def _rules() -> list[Rule]:
+    """The statement patterns, compiled when a statement is first read: compiling them
+    costs about 20 ms, which a one-shot command that reads none (``palace status``, most
+    searches) need not pay."""
+    return _compile(
+        # English ------------------------------------------------------------------------
+        ("name", rf"^(?:{_CALLS_ME}) {_V}$"),
+        ("named", rf"^(?P<x>my [a-z]+(?: [a-z]+)?) (?:is called|is named|goes by) {_V}$"),
+        ("age", r"^i is (?P<v>\d{1,3})(?: years? old| yo)?$"),
+        ("when", rf"^(?:(?:we|i) )?{_RESCHEDULE} (?:my |our )?(?P<s>{_THING}) to {_WHEN}$"),
+        (
+            "when",
+            rf"^(?:our )?(?P<s>[a-z][a-z0-9 ]{{0,40}}?)(?: {_END}| {_MOVE})?(?: {_AT})? {_WHEN}$",
+        ),
+        ("favourite", rf"^my {_FAVOURITE} (?P<x>{_NOUN}) is {_V}{_TAIL}$"),
+        ("favourite", rf"^{_V} is my {_FAVOURITE} (?P<x>{_NOUN}){_TAIL}$"),
+        ("prefers", rf"^(?P<s>{_PERSON}) {_NEG}{_PREFER} {_V} {_OVER} (?P<w>[^,;.]{{1,30}})$"),
+        ("uses", rf"^(?P<s>{_PERSON}) {_NEG}{_USE} {_V} (?:for|as) {_OUR}(?P<p>{_THING}){_TAIL}$"),
+        ("uses", rf"^for {_OUR}(?P<p>{_THING}),? (?P<s>{_PERSON}) (?:use|uses|is using) {_V}$"),
+        ("uses", rf"^(?P<s>{_PERSON}) {_MIGRATE} (?P<p>(?:my )?{_THING}) {_INTO} {_V}{_TAIL}$"),
+        ("uses", rf"^(?:my |our )?(?P<p>{_THING}) {_RUNS_ON} {_V}{_TAIL}$"),
+        ("lives_in", rf"^(?P<s>{_PERSON}) {_NEG}{_LIVE}(?: back)? (?:in|to) {_V}{_TAIL}$"),
+        ("works_at", rf"^(?P<s>{_PERSON}) {_NEG}{_WORK} (?:at|for) {_V}{_AS_ROLE}{_TAIL}$"),
+        ("works_at", rf"^(?P<s>{_PERSON}) {_JOIN} {_V}{_TAIL}$"),
+        ("works_at", rf"^my (?:employer|company) is {_V}$"),
+        ("works_as", rf"^(?P<s>{_PERSON}) {_NEG}{_WORK} as {_V}{_TAIL}$"),
+        ("works_as", rf"^my {_JOB} is {_V}$"),
+        ("drives", rf"^(?P<s>{_PERSON}) {_NEG}(?:drive|drives|is driving) {_V}{_TAIL}$"),
+        ("mine", rf"^{_V} is my (?P<x>{_NOUN}){_TAIL}$"),
+        ("is", rf"^{_V} is (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
+        ("is", rf"^{_V} {_BECAME} (?:our )?(?P<x>{_ROLES}){_TAIL}$"),
+        ("is", rf"^(?:our )?(?!(?:my|your|his|her|their) )(?P<x>{_ROLES}) is {_V}{_TAIL}$"),
+        ("ours", rf"^{_V} is our (?P<x>{_NOUN}){_TAIL}$"),
+        ("holds", rf"^{_V} {_LEAD} (?:our |my )?(?P<x>{_THING}){_TAIL}$"),
+        ("holds", rf"^(?:our |my )?(?P<x>{_THING}) is {_LED} by {_V}{_TAIL}$"),
+        ("uses", rf"^(?P<s>{_PERSON}) {_HOST} (?:my |our )?(?P<p>{_THING}) (?:on|in) {_V}{_TAIL}$"),
+        ("mine", rf"^my (?P<x>{_NOUN}) (?:is|{_CHANGED_TO}) {_V}{_TAIL}$"),
+        ("ours", rf"^our (?P<x>{_NOUN}) (?:is|{_CHANGED_TO}) {_V}{_TAIL}$"),
+        ("thing", rf"^(?P<x>{_NOT_PRONOUN}[a-z][a-z0-9 ]{{0,30}}?) is {_V}$"),
+        # Chinese ------------------------------------------------------------------------
+        ("name", r"^(?:我叫|我的名字是|叫我)(?P<v>\S{1,12})$"),
+        ("age", r"^我(?P<v>\d{1,3})岁$"),
+        ("favourite", r"^我(?:的)?最喜欢的(?P<x>\S{1,8}?)是(?P<v>.{1,20})$"),
+        ("favourite", r"^(?P<v>.{1,20}?)是我最喜欢的(?P<x>\S{1,8})$"),
+        ("default", rf"^我(?:的)?默认的?(?P<x>.{{1,12}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
+        ("prefers", rf"^比起(?P<w>.{{1,12}}?)，?{_ZH_S}(?P<neg>不)?更喜欢(?P<v>.{{1,12}})$"),
+        ("prefers", rf"^{_ZH_S}(?P<neg>不)?更喜欢(?P<v>.{{1,12}}?)胜过(?P<w>.{{1,12}})$"),
+        ("lives_in", rf"^{_ZH_S}(?P<neg>不)?{_ZH_LIVE}(?P<v>[^，,。 ]{{1,12}})$"),
+        ("works_at", rf"^{_ZH_S}(?P<neg>不)?在(?P<v>.{{1,12}}?)(?:工作|任职|实习)$"),
+        ("works_at", rf"^{_ZH_S}(?:加入|入职|跳槽到|跳槽去)(?P<v>[^在]{{1,12}}?)(?:工作)?$"),
+        ("drives", rf"^{_ZH_S}(?P<neg>不)?开(?:的是)?(?P<v>.{{1,12}})$"),
+        ("works_as", rf"^{_ZH_S}(?:的)?(?:工作|职业|职位|岗位){_ZH_SET}(?P<v>.{{1,12}})$"),
+        ("works_as", rf"^{_ZH_S}是一名(?P<v>.{{1,12}})$"),
+        ("zh_role", rf"^(?P<s>我们|我)的?(?P<x>{_ZH_ROLE}){_ZH_SET}(?P<v>.{{1,12}})$"),
+        ("zh_holder", rf"^(?P<x>{_ZH_ROLE}){_ZH_SET}(?P<v>.{{1,12}})$"),
+        ("uses", rf"^(?P<s>我们|我)?{_ZH_USE}(?P<v>.{{1,20}}?)来?{_ZH_AS}(?P<p>.{{1,12}})$"),
+        ("uses", rf"^(?P<p>[^我你他她 ][^ ]{{0,11}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
+        ("is", rf"^(?P<v>.{{1,12}}?)是(?P<x>{_ZH_ROLE})$"),
+        ("mine", rf"^我的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
+        ("mine", r"^(?P<v>.{1,12}?)是我的(?P<x>[^ ]{1,8})$"),
+        ("ours", rf"^我们的(?P<x>[^ ]{{1,8}}?){_ZH_SET}(?P<v>.{{1,20}})$"),
+        ("uses", rf"^{_ZH_OUR}(?P<p>[^ ]{{1,12}}?)是?{_ZH_RUNS_ON} ?{_ZH_V}{_ZH_DEV}$"),
+        ("uses", rf"^{_ZH_OUR}?(?P<p>[^ ]{{1,12}}?)(?:在|放在|托管在|部署在|跑在) ?{_ZH_V} ?上$"),
+        ("uses", rf"^(?:我们|我)?把(?P<p>[^ ]{{1,12}}?){_ZH_MOVE} ?{_ZH_V}$"),
+        ("when", rf"^(?P<s>[^ ]{{1,12}}?){_ZH_AT} ?{_WHEN}$"),
+        ("when", rf"^(?P<s>我们|我|[^ ]{{1,8}}?) ?{_WHEN} ?(?P<verb>[^ \d]{{1,8}})$"),
+    )  # fmt: skip
 
 
 def _build(predicate: str, match: re.Match[str]) -> Statement | None:
@@ -362,7 +372,7 @@ def parse_tokens(toks: list[Token], prepared: str | None = None) -> Statement | 
     text, where = line(toks)
     if not text or len(text) > 120:
         return None
-    for predicate, pattern in _RULES:
+    for predicate, pattern in _rules():
         match = pattern.match(text)
         if match is not None:
             if predicate == "holds" and _indefinite(match, toks, where, prepared):
