@@ -1,11 +1,12 @@
 """The base of the SQL core's parts: a dialect, its statements, reads and transactions.
 
-A ledger class mixes in the core's parts (:class:`~.graph.SQLGraphStore`,
-:class:`~.memories.SQLMemoryStore`, ...) and provides two things: ``_read(sql, params)``,
-the rows of one statement in the ledger's own placeholder style, and
-``_write(bump=...)``, a write transaction that yields the ledger's connection. The parts
-write every statement with ``?`` placeholders; :class:`Dialect` turns them into the
-ledger's own.
+A ledger class is made of the core's parts (:class:`~.graph.SQLGraphStore`,
+:class:`~.memories.SQLMemoryStore`, ...), each a subclass of :class:`SQLStore`, and
+implements its abstract methods: ``_read(sql, params)``, the rows of one statement in the
+ledger's own placeholder style, ``_write(bump=...)``, a write transaction that yields the
+ledger's connection, and ``_full_text``, each dialect's full-text search. The parts write
+every statement with ``?`` placeholders; :class:`Dialect` turns them into the ledger's
+own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class Cursor(Protocol):
@@ -117,23 +118,33 @@ class Dialect(ABC):
         """The cells of :attr:`text_columns` for a row of this (cleaned) text."""
 
 
-class SQLStore:
-    """The base of the core's parts: :attr:`sql` is the ledger's dialect."""
+class SQLStore(ABC):
+    """The base of the core's parts: :attr:`sql` is the ledger's dialect.
+
+    The parts run their statements through the three methods below, which each ledger
+    (:class:`~palace_retrievers.ledger.sqlite.SQLiteLedger`,
+    :class:`~palace_retrievers.ledger.postgres.PostgresLedger`) implements over its own
+    connections; a ledger class that leaves one out cannot be made.
+    """
 
     sql: ClassVar[Dialect]
 
-    if TYPE_CHECKING:
-        # Provided by the ledger the parts are mixed into.
-        def _write(self, *, bump: bool = True) -> AbstractContextManager[Any]: ...
+    @abstractmethod
+    def _write(self, *, bump: bool = True) -> AbstractContextManager[Any]:
+        """A write transaction that yields the ledger's connection (``bump``: count it as
+        a change of the ledger's generation)."""
 
-        def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+    @abstractmethod
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one statement in the ledger's own placeholder style."""
 
-        def _full_text(
-            self, table: str, query: str, condition: str, params: list[Any], limit: int
-        ) -> list[tuple[str, float]]:
-            """Full-text candidates ``(id, score)`` of ``table`` (``drawers`` or
-            ``memories``, alias ``d``) that pass ``condition`` (written with ``?``), best
-            first (higher is better), ties by id; each dialect searches its own way."""
+    @abstractmethod
+    def _full_text(
+        self, table: str, query: str, condition: str, params: list[Any], limit: int
+    ) -> list[tuple[str, float]]:
+        """Full-text candidates ``(id, score)`` of ``table`` (``drawers`` or
+        ``memories``, alias ``d``) that pass ``condition`` (written with ``?``), best
+        first (higher is better), ties by id; each dialect searches its own way."""
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one statement written with ``?``."""
