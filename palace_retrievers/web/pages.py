@@ -33,7 +33,6 @@ from palace_retrievers.errors import (
     PalaceError,
 )
 from palace_retrievers.palace import Palace
-from palace_retrievers.records import Filter
 from palace_retrievers.records.memories import MEMORY_KINDS, MEMORY_STATUSES
 from palace_retrievers.web.security import CSRF_FIELD, Guard, session_of
 
@@ -215,8 +214,7 @@ class Pages:
         wing = params.get("wing", "")
         room = params.get("room", "") or None
         offset = _int(params.get("offset"), default=0, low=0, high=10**9, name="offset")
-        where = Filter(wing=wing, room=room, user_id=user or None)
-        ids = await self.call(self.palace.ledger.drawer_ids, where)
+        ids = await self.call(self.palace.drawer_ids, wing=wing, room=room, user_id=user or None)
         page_ids = ids[offset : offset + PAGE_SIZE]
         drawers = await self.call(self.palace.get, page_ids, user_id=user or None)
         drawers.sort(key=lambda d: (d.room, d.source, d.chunk_index, d.id))
