@@ -6,13 +6,20 @@ the drawers of one source, a few consecutive chunks at a time, and files each
 :class:`ClosetEntry` it returns as a :class:`Closet`: one line, at most 1,500 characters,
 embedded into the ``closets`` collection. At search time the best closets raise the rank
 of the drawers they point to; they never hide a drawer (see :mod:`palace_retrievers.search`).
+
+The palace hands an extractor all the runs of one source at once
+(:meth:`ClosetExtractor.extract_runs`), so that one that asks a model can ask once per
+source; by default each run is read on its own. A factory whose ``palace_settings``
+names ``"cache"`` gets the palace's :class:`AnswerCache` as its ``cache`` option (unless
+``palace.toml`` sets it to ``false``), where it keeps what it was told by content hash.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from palace_retrievers.errors import PluginError
 from palace_retrievers.ids import digest
@@ -21,6 +28,10 @@ from palace_retrievers.records import Drawer
 #: The longest closet line the ledger accepts.
 MAX_CLOSET_CHARS = 1500
 _ARROW = "→"
+
+#: The palace's own things a closet extractor's factory can ask for (its
+#: ``palace_settings``): ``"cache"``, the palace's :class:`AnswerCache`.
+PALACE_SETTINGS = frozenset({"cache"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,27 @@ class ClosetExtractor(ABC):
     @abstractmethod
     def extract(self, *, drawers: Sequence[Drawer]) -> list[ClosetEntry]:
         """Entries for ``drawers`` (consecutive chunks of one source), in any number."""
+
+    def extract_runs(self, *, runs: Sequence[Sequence[Drawer]]) -> list[list[ClosetEntry]]:
+        """The entries of each run of one source (a list per run, in order): by default
+        :meth:`extract` on each. Override it to read a source's runs together (one
+        model call per source); each run's entries point only to that run's drawers."""
+        return [self.extract(drawers=run) for run in runs]
+
+
+class AnswerCache(Protocol):
+    """Where an extractor keeps a model's answers by content hash, so that a re-mine asks
+    nothing again. Kept per owner: :meth:`Palace.forget` forgets an owner's answers too.
+    A cache that cannot be read answers nothing; one that cannot be written keeps nothing.
+    """
+
+    def get(self, namespace: str, user_id: str, keys: Sequence[str]) -> dict[str, str]:
+        """The answers kept under those of ``keys`` that ``namespace`` holds for the owner."""
+        ...
+
+    def put(self, namespace: str, user_id: str, answers: Mapping[str, str]) -> None:
+        """Keep ``answers`` (key to answer) under ``namespace`` for the owner."""
+        ...
 
 
 def render_line(entry: ClosetEntry, *, max_chars: int = MAX_CLOSET_CHARS) -> tuple[str, str]:
@@ -123,15 +155,15 @@ def _pointer_groups(ids: Sequence[str], max_chars: int) -> Iterator[tuple[str, .
         yield tuple(group)
 
 
-def _runs(drawers: Sequence[Drawer], size: int) -> Iterator[list[Drawer]]:
-    """Drawers grouped by (wing, source, owner), in chunk order, cut into runs of ``size``."""
+def _runs(drawers: Sequence[Drawer], size: int) -> Iterator[list[list[Drawer]]]:
+    """Drawers grouped by (wing, source, owner), in chunk order, cut into runs of ``size``:
+    the runs of each source together."""
     groups: dict[tuple[str, str, str], list[Drawer]] = {}
     for drawer in drawers:
         groups.setdefault((drawer.wing, drawer.source, drawer.user_id or ""), []).append(drawer)
     for group in groups.values():
         group.sort(key=lambda d: (d.chunk_index, d.id))
-        for start in range(0, len(group), size):
-            yield group[start : start + size]
+        yield [group[start : start + size] for start in range(0, len(group), size)]
 
 
 def build_closets(
@@ -142,7 +174,8 @@ def build_closets(
     drawers_per_closet: int,
     max_chars: int = MAX_CLOSET_CHARS,
 ) -> list[Closet]:
-    """The closets of ``drawers``: the extractor is run on runs of consecutive chunks.
+    """The closets of ``drawers``: the extractor is given the runs of consecutive chunks
+    of each source together (:meth:`ClosetExtractor.extract_runs`).
 
     An entry whose drawer ids do not fit on one line is filed as several closets, each
     pointing to a share of them (see :func:`_pointer_groups`).
@@ -152,41 +185,58 @@ def build_closets(
             to a drawer whose id alone does not fit in ``max_chars``.
     """
     closets: dict[str, Closet] = {}
-    for run in _runs(drawers, drawers_per_closet):
-        given = {d.id for d in run}
+    for runs in _runs(drawers, drawers_per_closet):
         try:
-            entries = extractor.extract(drawers=run)
+            found = extractor.extract_runs(runs=runs)
         except Exception as exc:
             raise PluginError(
                 f"closet extractor {extractor_name!r} raised: {type(exc).__name__}: {exc}"
             ) from exc
-        first = run[0]
-        for entry in entries:
-            if not entry.drawer_ids or not set(entry.drawer_ids) <= given:
-                raise PluginError(
-                    f"closet extractor {extractor_name!r} pointed to drawers it was not given"
-                )
-            if not entry.topic.strip() and not entry.entities:
-                continue
-            pointers = entry.drawer_ids
-            groups = (
-                [pointers]
-                if len(_ARROW + ",".join(pointers)) + 2 <= max_chars
-                else list(_pointer_groups(pointers, max_chars))
+        if not isinstance(found, list) or len(found) != len(runs):
+            raise PluginError(
+                f"closet extractor {extractor_name!r} did not give one list of entries per run"
             )
-            for group in groups:
-                part = ClosetEntry(entry.topic, entry.entities, group)
-                line, text = render_line(part, max_chars=max_chars)
-                closet_id = "c_" + digest(first.wing, first.source, first.user_id or "", line)
-                closets[closet_id] = Closet(
-                    id=closet_id,
-                    line=line,
-                    text=text,
-                    wing=first.wing,
-                    room=first.room,
-                    source=first.source,
-                    user_id=first.user_id,
-                    extractor=extractor_name,
-                    drawer_ids=group,
-                )
+        for run, entries in zip(runs, found, strict=True):
+            _file_run(closets, run, entries, extractor_name=extractor_name, max_chars=max_chars)
     return list(closets.values())
+
+
+def _file_run(
+    closets: dict[str, Closet],
+    run: Sequence[Drawer],
+    entries: Sequence[ClosetEntry],
+    *,
+    extractor_name: str,
+    max_chars: int,
+) -> None:
+    """Add the closets of one run's ``entries`` to ``closets`` (by id)."""
+    given = {d.id for d in run}
+    first = run[0]
+    for entry in entries:
+        if not entry.drawer_ids or not set(entry.drawer_ids) <= given:
+            raise PluginError(
+                f"closet extractor {extractor_name!r} pointed to drawers it was not given"
+            )
+        if not entry.topic.strip() and not entry.entities:
+            continue
+        pointers = entry.drawer_ids
+        groups = (
+            [pointers]
+            if len(_ARROW + ",".join(pointers)) + 2 <= max_chars
+            else list(_pointer_groups(pointers, max_chars))
+        )
+        for group in groups:
+            part = ClosetEntry(entry.topic, entry.entities, group)
+            line, text = render_line(part, max_chars=max_chars)
+            closet_id = "c_" + digest(first.wing, first.source, first.user_id or "", line)
+            closets[closet_id] = Closet(
+                id=closet_id,
+                line=line,
+                text=text,
+                wing=first.wing,
+                room=first.room,
+                source=first.source,
+                user_id=first.user_id,
+                extractor=extractor_name,
+                drawer_ids=group,
+            )

@@ -3,10 +3,11 @@
 An extractor reads a run of consecutive drawers of one source and returns
 :class:`~palace_retrievers.closets.ClosetEntry` items; the palace renders each as a closet
 line ``topic|entities|→drawer_ids`` (see :mod:`palace_retrievers.closets`). The suite
-checks what the palace relies on: entries point only to the drawers given, the same
-drawers always give the same entries, nothing in gives nothing out, any text (unicode,
-separators, one huge drawer, hundreds of drawers) gives lines that fit, and one
-extractor can serve several threads at once.
+checks what the palace relies on: entries point only to the drawers given (each run's
+to its own when a source's runs come together), the same drawers always give the same
+entries, nothing in gives nothing out, any text (unicode, separators, one huge drawer,
+hundreds of drawers) gives lines that fit, and one extractor can serve several threads
+at once.
 """
 
 from __future__ import annotations
@@ -226,6 +227,22 @@ class ClosetExtractorTests:
 
     def test_no_drawers_give_no_entries(self, extractor: ClosetExtractor) -> None:
         assert extractor.extract(drawers=[]) == []
+        assert extractor.extract_runs(runs=[]) == []
+
+    def test_the_runs_of_a_source_together(
+        self, extractor: ClosetExtractor, sample_drawers: list[Drawer]
+    ) -> None:
+        """``extract_runs`` (how the palace calls it): one list per run, each pointing to
+        its own run's drawers only, the same as each run alone for the same drawers."""
+        given = [*sample_drawers, *drawers([_varied_text(n) for n in range(4)], source="x")]
+        runs = [given[i : i + 2] for i in range(0, len(given), 2)] + [drawers(["", " "])]
+        found = extractor.extract_runs(runs=runs)
+        assert isinstance(found, list)
+        assert len(found) == len(runs)
+        for run, entries in zip(runs, found, strict=True):
+            self.assert_well_formed(entries, run)
+        assert extractor.extract_runs(runs=runs) == found
+        assert [extractor.extract(drawers=run) for run in runs] == found
 
     def test_blank_drawers_give_no_closets(self, extractor: ClosetExtractor) -> None:
         blank = drawers(["", "   ", "\n\n\t  \n"], source="test://blank")
