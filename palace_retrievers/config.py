@@ -273,6 +273,7 @@ class MiningConfig:
 
 
 EXTRACTED_STATUSES = ("active", "pending")
+MEMORY_SCALES = ("drawers", "recall")
 
 
 @dataclass(frozen=True)
@@ -416,6 +417,14 @@ class MemoryConfig:
         default=1.0,
         metadata=_doc("multiplies a memory hit's recall score when merged with drawer hits"),
     )
+    scale: str = field(
+        default="drawers",
+        metadata=_doc(
+            'how memory hits meet drawer hits: "drawers" (scored with them on one relevance '
+            'scale and put on the drawers\' scale, see palace_retrievers.memory.scale) or "recall" '
+            "(the recall score as it is beside the drawers' fused scores, the merge before)"
+        ),
+    )
     recall_candidates: int = field(
         default=20, metadata=_doc("memories fetched per search (vector and full text each)")
     )
@@ -503,6 +512,10 @@ class MemoryConfig:
             "slot_weight",
             "lexical_candidates",
         )
+        if self.scale not in MEMORY_SCALES:
+            raise ConfigError(
+                f"memory.scale must be one of {', '.join(MEMORY_SCALES)}, not {self.scale!r}"
+            )
         if self.extracted_status not in EXTRACTED_STATUSES:
             raise ConfigError(
                 f"memory.extracted_status must be one of {', '.join(EXTRACTED_STATUSES)}, "
@@ -807,13 +820,28 @@ def render(config: Config) -> str:
 
     emit(config, Config(), "")
     # The options given for a ledger or plugin (a PostgreSQL URL, say) are written too:
-    # the palace must open with them again.
+    # the palace must open with them again. An object given in code (a chat model) has
+    # no TOML form: it is named in a comment, and given in code again at the next open.
     for name, table in plugin_tables:
         for plugin, options in sorted(table.items()):
             if options:
                 lines.extend(["", f"[{name}.{_key(plugin)}]"])
-                lines.extend(f"{_key(k)} = {_literal(v)}" for k, v in sorted(options.items()))
+                lines.extend(
+                    f"{_key(k)} = {_literal(v)}"
+                    if _has_toml_form(v)
+                    else f"# {_key(k)} = ...  # a {type(v).__name__} given in code"
+                    for k, v in sorted(options.items())
+                )
     return "\n".join(lines) + "\n"
+
+
+def _has_toml_form(value: Any) -> bool:
+    """Whether :func:`_literal` writes ``value`` as TOML (text, numbers, lists of them)."""
+    if isinstance(value, list):
+        return all(_has_toml_form(v) for v in value)
+    return isinstance(value, str | bool | int) or (
+        isinstance(value, float) and math.isfinite(value)
+    )
 
 
 def _key(name: str) -> str:
