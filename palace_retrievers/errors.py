@@ -35,6 +35,11 @@ class PluginError(PalaceError):
     """A plugin misbehaved: it raised, or returned something that breaks its contract."""
 
 
+class ModelAnswerError(PluginError):
+    """An optional LLM plugin's chat model gave no usable answer: it raised, or answered
+    out of the asked shape (the message says which, and the option that falls back)."""
+
+
 class SourceError(PalaceError):
     """A path to mine is missing, unreadable, binary or otherwise unusable."""
 

@@ -28,6 +28,7 @@ from palace_retrievers.closets import ClosetExtractor
 from palace_retrievers.config import Config
 from palace_retrievers.embedder import Embedder, Vectors
 from palace_retrievers.errors import PalaceNotFoundError, PluginError
+from palace_retrievers.facade.answers import ANSWERS_FILE, Answers
 from palace_retrievers.facade.drawers import Drawers, where
 from palace_retrievers.facade.filing import Filing
 from palace_retrievers.facade.memories import Memories, nearest
@@ -111,7 +112,9 @@ class Palace:
         self._writer = Writer(
             path=path, ledger=ledger, indexes=indexes, lock_timeout=config.mining.lock_timeout
         )
-        self._selected = SelectedPlugins(manager=plugins, config=config)
+        self._selected = SelectedPlugins(
+            manager=plugins, config=config, answers=Answers(path / ANSWERS_FILE)
+        )
         self._pipeline = SearchPipeline(
             ledger=ledger,
             indexes=indexes,
@@ -277,6 +280,7 @@ class Palace:
         self._searching.close()
         self.indexes.close()
         self.ledger.close()
+        self._selected.answers.close()
 
     def __enter__(self) -> Palace:
         return self
@@ -824,11 +828,13 @@ class Palace:
     def forget(self, *, user_id: str) -> ForgetReport:
         """Delete everything of ``user_id``, for good: drawers, the closets over them,
         the sources all of whose drawers were theirs, memories with their history, the
-        triples and entities of their graph, and every vector of these in the indexes.
+        triples and entities of their graph, every vector of these in the indexes, and
+        the model answers kept for them (``answers.sqlite``).
 
         Raises:
             InvalidQueryError: ``user_id`` is missing or empty.
             PalaceBusyError: another process is writing to the palace.
+            PalaceReadOnlyError: the kept model answers cannot be deleted.
         """
         return self._memories.forget(user_id=user_id)
 

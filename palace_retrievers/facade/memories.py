@@ -162,7 +162,8 @@ class Memories:
         with self._writer.writing("forget"):
             counts = self._ledger.forget_user(user_id)
             vectors = self._writer.sync_index()
-        log.info("forgot user %r: %s", user_id, counts)
+            answers = self._selected.answers.forget(user_id)
+        log.info("forgot user %r: %s and %d kept model answers", user_id, counts, answers)
         return ForgetReport(user_id=user_id, vectors=vectors, **counts)
 
     def extract(self, drawers: Sequence[Drawer]) -> int:

@@ -2,7 +2,9 @@
 
 The palace asks the plugin manager for a factory by name only when it needs one: a
 source when a mine or a sync starts, the closet extractor when drawers are filed, the
-memory extractor and judge when memories are drawn or remembered.
+memory extractor and judge when memories are drawn or remembered. A closet extractor
+whose factory asks for the palace's ``cache`` (its ``palace_settings``) gets the
+palace's :class:`~palace_retrievers.facade.answers.Answers`.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 from typing import TypeVar
 
 from palace_plugins.manager import PluginManager
+from palace_retrievers.closets import PALACE_SETTINGS as CLOSET_SETTINGS
 from palace_retrievers.closets import ClosetExtractor
 from palace_retrievers.config import Config
 from palace_retrievers.errors import PluginError
+from palace_retrievers.facade.answers import Answers
 from palace_retrievers.memory.extraction import MemoryExtractor
 from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.sources import PALACE_SETTINGS, Source
@@ -26,11 +30,13 @@ class SelectedPlugins:
     Args:
         manager: The palace's plugin manager.
         config: The palace's configuration, which names the plugins and their options.
+        answers: The palace's answer cache, for the plugins that ask for it.
     """
 
-    def __init__(self, *, manager: PluginManager, config: Config) -> None:
+    def __init__(self, *, manager: PluginManager, config: Config, answers: Answers) -> None:
         self._manager = manager
         self._config = config
+        self.answers = answers
         self.closet: ClosetExtractor | None = None
         self.memory: MemoryExtractor | None = None
         self.judge: MemoryJudge | None = None
@@ -46,12 +52,12 @@ class SelectedPlugins:
         if not name:
             return None
         if self.closet is None:
-            self.closet = checked(
-                "closet extractor",
-                name,
-                self._manager.closet_extractor(name)(self._config.extractor_options()),
-                ClosetExtractor,
-            )
+            factory = self._manager.closet_extractor(name)
+            options = self._config.extractor_options()
+            wanted: frozenset[str] = getattr(factory, "palace_settings", frozenset())
+            if "cache" in wanted & CLOSET_SETTINGS and options.get("cache", True) is not False:
+                options["cache"] = self.answers
+            self.closet = checked("closet extractor", name, factory(options), ClosetExtractor)
         return self.closet
 
     def memory_extractor(self) -> MemoryExtractor | None:
