@@ -65,6 +65,9 @@ auto = _one(SOURCES, "auto", "sources.auto", "AutoSource")
 regex = _one(
     "palace_register_closet_extractors", "regex", "extractors.regex_closets", "RegexClosetExtractor"
 )
+llm_closets = _one(
+    "palace_register_closet_extractors", "llm", "extractors.llm_closets", "LLMClosetExtractor"
+)
 rule_memories = _one(
     "palace_register_memory_extractors", "rules", "extractors.rule_memories", "RuleMemoryExtractor"
 )

@@ -1,2 +1,2 @@
-"""Built-in extractors: the ``regex`` closet extractor, and the ``rules`` and ``llm``
-memory extractors."""
+"""Built-in extractors: the ``regex`` (default) and ``llm`` closet extractors, and the
+``rules`` and ``llm`` memory extractors."""
