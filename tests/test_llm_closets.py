@@ -303,7 +303,10 @@ def test_a_mine_asks_once_per_source(open_palace: Callable[..., Palace], tmp_pat
     palace = _llm_palace(open_palace, tmp_path / "p", model)
     palace.mine(notes, wing="notes")
     assert len(model.calls) == 2
-    assert palace.search("Lisbon", k=1)[0].scores["closet"] > 0
+    closets = [c for batch in palace.ledger.iter_closets() for c in batch]
+    assert {c.extractor for c in closets} == {"llm"}
+    assert any("Lisbon" in c.line for c in closets)
+    assert "Lisbon" in palace.search("Lisbon", k=1)[0].text
 
 
 def test_forget_deletes_the_users_kept_answers(
