@@ -7,7 +7,7 @@ its drawers, its searches, its memories (with
 knowledge graph (``palace.kg``) and its writer. Nothing here is global; two palaces with
 different backends live in one process.
 
-This module is longer than most (about 800 lines) because it is the public API: each
+This module is longer than most (about 900 lines) because it is the public API: each
 method's signature and documentation are here, and each body is one delegating call.
 """
 
@@ -35,6 +35,7 @@ from palace_retrievers.facade.memories import Memories, nearest
 from palace_retrievers.facade.model import Model, check_embedder
 from palace_retrievers.facade.searching import Searching
 from palace_retrievers.facade.selected import SelectedPlugins
+from palace_retrievers.facade.transfer import Transfer
 from palace_retrievers.facade.writer import Writer
 from palace_retrievers.graph import KnowledgeGraph
 from palace_retrievers.ingest.mining import MineReport
@@ -55,6 +56,8 @@ from palace_retrievers.records.memories import (
 )
 from palace_retrievers.search import SearchPipeline
 from palace_retrievers.search.indexes import IndexSet, IndexStatus, Progress
+from palace_retrievers.transfer.export import EVERYONE
+from palace_retrievers.transfer.importing import ImportReport
 
 DEFAULT_PATH = Path("~/.palace/default")
 
@@ -174,6 +177,9 @@ class Palace:
             writer=self._writer,
             selected=self._selected,
             filing=self._filing,
+        )
+        self._transfer = Transfer(
+            path=path, ledger=ledger, model=self._model, filing=self._filing, writer=self._writer
         )
 
     # -- opening ------------------------------------------------------------------------
@@ -562,6 +568,12 @@ class Palace:
         """:meth:`delete_drawers`, by its older name (kept: callers use it)."""
         return self.delete_drawers(ids, user_id=user_id)
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the palace can be searched and read but not written (its ledger file
+        opened read-only: the file or its folder is read-only to this user)."""
+        return self.ledger.read_only
+
     def stats(self) -> PalaceStats:
         """Counts, the model, and each index's health."""
         dimension = self.ledger.get_meta("embedding_dimension")
@@ -587,6 +599,41 @@ class Palace:
             PalaceBusyError: another process is mining (or otherwise writing) this palace.
         """
         return self._drawers.reindex(progress=progress)
+
+    # -- moving ------------------------------------------------------------------
+
+    def export_records(self, *, user_id: str | None = EVERYONE) -> Iterator[dict[str, Any]]:
+        """Every record of the palace, verbatim, as JSON-ready dicts, header first: its
+        drawers, its memories with their whole history, the histories of memories deleted
+        since, and its triples (the format: :mod:`palace_retrievers.transfer`; write them
+        with :func:`~palace_retrievers.transfer.write_jsonl` or
+        :func:`~palace_retrievers.transfer.write_markdown`). Vectors are left out.
+
+        Args:
+            user_id: Only this owner's records (``None``: only unowned ones); by default,
+                every owner's (:data:`~palace_retrievers.transfer.EVERYONE`): an export is
+                the whole palace's, to move or to audit it.
+        """
+        return self._transfer.export_records(user_id=user_id)
+
+    def import_jsonl(self, lines: Iterable[str | bytes], *, batch_size: int = 256) -> ImportReport:
+        """File the records of a JSONL export into the palace, embedding with its model.
+
+        ``lines``: the export's lines, as text or as UTF-8 bytes (a file opened ``"rb"``,
+        whose lines are then decoded one by one, so that one bad byte costs one record).
+
+        The whole input is read and checked before anything is written (see
+        :mod:`palace_retrievers.transfer` for what is skipped, and why: a bad record, or
+        one that would overwrite or point at another owner's records here). Safe to run
+        twice: what is already here as exported is left alone.
+
+        Raises:
+            InvalidQueryError: the input is not a palace export (empty, its first line not
+                a ``palace-export`` header of a known version) or cannot be read; nothing
+                is written.
+            PalaceBusyError: another process is writing to the palace.
+        """
+        return self._transfer.import_jsonl(lines, batch_size=batch_size)
 
     # -- memories ----------------------------------------------------------------
 

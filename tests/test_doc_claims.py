@@ -213,7 +213,7 @@ def test_hit_scores_are_the_documented_parts(fake_palace: Palace) -> None:
 # -- user_id ------------------------------------------------------------------------------
 
 #: What docs/guide.md says takes no user: palace-wide, or not about records at all.
-NO_USER = {"open", "close", "stats", "reindex", "writing"}
+NO_USER = {"open", "close", "stats", "reindex", "writing", "import_jsonl"}
 #: Accessors of the palace's plugins and a predicate of the graph's configuration.
 NOT_RECORDS = {"closet_extractor", "memory_extractor", "memory_judge", "is_single_valued"}
 

@@ -287,7 +287,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """Show what the palace holds and whether its indexes are healthy."""
     with opened(ctx, exact_below=one_shot_exact_below(ctx)) as palace:  # read, not opened
         stats = palace.stats()
-        read_only = bool(getattr(palace.ledger, "read_only", False))
+        read_only = palace.read_only
     if as_json:
         emit_json({**dataclasses.asdict(stats), "read_only": read_only})
         return

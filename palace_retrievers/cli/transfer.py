@@ -10,13 +10,7 @@ import click
 from palace_retrievers.cli.app import JSON_ESCAPES, cli, emit_json, json_option, opened
 from palace_retrievers.cli.output import clean, echo
 from palace_retrievers.errors import InvalidQueryError
-from palace_retrievers.transfer import (
-    EVERYONE,
-    export_records,
-    import_jsonl,
-    write_jsonl,
-    write_markdown,
-)
+from palace_retrievers.transfer import EVERYONE, write_jsonl, write_markdown
 
 
 @cli.command("export")
@@ -47,7 +41,7 @@ def export(ctx: click.Context, fmt: str, output: str, user_id: str | None) -> No
     Vectors are left out: `palace import` embeds the texts with the target's model.
     """
     with opened(ctx) as palace, click.open_file(output, "w", encoding="utf-8") as out:
-        records = export_records(palace, user_id=EVERYONE if user_id is None else user_id)
+        records = palace.export_records(user_id=EVERYONE if user_id is None else user_id)
         if fmt == "jsonl":
             # C1 controls, DEL, bidi overrides and lone surrogates as \uNNNN escapes: the
             # same strings once read, and nothing a terminal would obey on the way.
@@ -79,7 +73,7 @@ def import_(ctx: click.Context, path: str, as_json: bool) -> None:
     except OSError as exc:
         raise InvalidQueryError(f"cannot read {path}: {exc.strerror or exc}") from None
     with stream as lines, opened(ctx, create=True) as palace:
-        report = import_jsonl(palace, lines)
+        report = palace.import_jsonl(lines)
     if as_json:
         emit_json(dataclasses.asdict(report))
     else:

@@ -18,7 +18,9 @@ host they reach back into):
   memories merged in, the graph's signal and the full-text stage run aside.
 - :mod:`.memories`: :class:`~.memories.Memories`, what the memory methods need beyond
   the lifecycle: the context block, gc, forgetting a user, memories drawn at mine time.
+- :mod:`.transfer`: :class:`~.transfer.Transfer`, an export's records read from the
+  ledger, and an import's filed into it (the format is :mod:`palace_retrievers.transfer`'s).
 
 Imports go down: the facade (``palace.py``) imports this package; it imports memory,
-ingest, graph, search, the ledger and the records, never the facade or a surface.
+ingest, graph, search, transfer, the ledger and the records, never the facade or a surface.
 """

@@ -29,6 +29,10 @@ class Ledger(ClosetStore, DrawerStore, IndexJournal, MemoryStore, GraphStore, Me
     """The system of record, composed of its parts by record kind. Writes are
     transactional: a reader never sees half of one."""
 
+    #: Whether the ledger could only be opened to read (a SQLite file, or its folder,
+    #: read-only to this user): it can be searched and read, not written.
+    read_only: bool = False
+
     def writer_lock(self, palace_dir: Path) -> PalaceLock:
         """The palace's writer lock (see :mod:`palace_retrievers.writer_lock`): a file in
         ``palace_dir`` by default; a ledger that machines share hands out a lock that

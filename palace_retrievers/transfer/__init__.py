@@ -1,13 +1,17 @@
 """Moving a palace, or auditing one: verbatim export (JSONL or Markdown) and import.
 
-:mod:`.export` writes an export, :mod:`.records` checks each record of one, and
-:mod:`.importing` reads it back into a palace, through the facade.
+The format: :mod:`.export` writes an export, :mod:`.records` checks each record of one,
+and :mod:`.importing` reads one whole and checks it. The palace reads and files the
+records itself (:meth:`Palace.export_records <palace_retrievers.palace.Palace.export_records>`,
+:meth:`Palace.import_jsonl <palace_retrievers.palace.Palace.import_jsonl>`, through
+:class:`~palace_retrievers.facade.transfer.Transfer`); :func:`export_records` and
+:func:`import_jsonl` here are their older names, which take the palace as an argument.
 
 The JSONL export is one JSON object a line: a ``header``, then every ``drawer`` (all its
 fields and metadata), every ``memory`` (its lifecycle fields and its whole ``history``),
 the ``history`` of memories deleted since (kept for audit), and every ``triple`` of the
 knowledge graph (with its validity interval). Vectors are not exported: they belong to
-a model, and :func:`import_jsonl` embeds the texts again with the target palace's own.
+a model, and the import embeds the texts again with the target palace's own.
 Closets are derived from drawers and are rebuilt on import (from the drawers imported,
 so they follow the drawers' owner checks).
 
@@ -47,18 +51,47 @@ The Markdown export is for people: every record under headings, texts verbatim i
 fences long enough that no text can close them. It is not read back.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol
+
 from palace_retrievers.errors import BadRecordError
 from palace_retrievers.transfer.export import (
     EVERYONE,
     FORMAT,
     RECORD_TYPES,
     VERSION,
-    export_records,
     write_jsonl,
     write_markdown,
 )
-from palace_retrievers.transfer.importing import ImportReport, import_jsonl
+from palace_retrievers.transfer.importing import ImportReport
 from palace_retrievers.transfer.records import drawer_from, event_from, memory_from, triple_from
+
+
+class Transferable(Protocol):
+    """What exports and imports records: a :class:`~palace_retrievers.palace.Palace`."""
+
+    def export_records(self, *, user_id: str | None = EVERYONE) -> Iterator[dict[str, Any]]: ...
+
+    def import_jsonl(
+        self, lines: Iterable[str | bytes], *, batch_size: int = 256
+    ) -> ImportReport: ...
+
+
+def export_records(
+    palace: Transferable, *, user_id: str | None = EVERYONE
+) -> Iterator[dict[str, Any]]:
+    """``palace.export_records(user_id=user_id)``: its older name."""
+    return palace.export_records(user_id=user_id)
+
+
+def import_jsonl(
+    palace: Transferable, lines: Iterable[str | bytes], *, batch_size: int = 256
+) -> ImportReport:
+    """``palace.import_jsonl(lines, batch_size=batch_size)``: its older name."""
+    return palace.import_jsonl(lines, batch_size=batch_size)
+
 
 __all__ = [
     "EVERYONE",
@@ -67,6 +100,7 @@ __all__ = [
     "VERSION",
     "BadRecordError",
     "ImportReport",
+    "Transferable",
     "drawer_from",
     "event_from",
     "export_records",

@@ -1,22 +1,21 @@
-"""Exporting a palace verbatim: JSON lines to move it, Markdown for people to read.
+"""Writing an export: JSON lines to move a palace, Markdown for people to read.
 
-See :mod:`palace_retrievers.transfer` for the format.
+What is written is what :meth:`~palace_retrievers.palace.Palace.export_records`
+yields; see :mod:`palace_retrievers.transfer` for the format.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
-
-from palace_retrievers.palace import Palace
 
 FORMAT = "palace-export"
 VERSION = 1
 RECORD_TYPES = ("header", "drawer", "memory", "history", "triple")
 
-#: Export every owner's records (the default of :func:`export_records`).
+#: Export every owner's records (the default of
+#: :meth:`~palace_retrievers.palace.Palace.export_records`).
 EVERYONE = "*"
 
 
@@ -24,68 +23,6 @@ class Writer(Protocol):
     """Where an export is written: a text file, or anything with ``write(str)``."""
 
     def write(self, text: str, /) -> Any: ...
-
-
-# -- reading the palace ---------------------------------------------------------------
-
-
-Keys = dict[str, list[str]]
-
-
-def _owners_and_keys(palace: Palace) -> tuple[list[str], Keys, Keys]:
-    """Every owner (stored form, ``""`` for unowned), the ids of memories whose history
-    outlived them, and each owner's triple subject keys (see
-    :meth:`~palace_retrievers.ledger.Ledger.owners_and_keys`)."""
-    return palace.ledger.owners_and_keys()
-
-
-def export_records(palace: Palace, *, user_id: str | None = EVERYONE) -> Iterator[dict[str, Any]]:
-    """Every record of the palace as JSON-ready dicts, header first.
-
-    Args:
-        palace: The palace to export.
-        user_id: Only this owner's records (``None``: only unowned ones); by default,
-            :data:`EVERYONE`'s.
-    """
-    owners, orphans, subjects = _owners_and_keys(palace)
-    if user_id != EVERYONE:
-        owners = [o for o in owners if o == (user_id or "")]
-    yield {
-        "type": "header",
-        "format": FORMAT,
-        "version": VERSION,
-        "exported_at": datetime.now(UTC).isoformat(),
-        "palace": str(palace.path),
-        "model": palace.ledger.get_meta("embedding_model"),
-        "schema_version": palace.ledger.schema_version,
-        "users": [o or None for o in owners],
-    }
-    wanted = set(owners)
-    for batch in palace.ledger.iter_drawers(batch_size=256):
-        for drawer in batch:
-            if (drawer.user_id or "") in wanted:
-                yield {"type": "drawer", **drawer.as_dict()}
-    for owner in owners:
-        memories = palace.ledger.list_memories(user_id=owner or None, statuses=None, limit=None)
-        ordered = sorted(memories, key=lambda m: (m.created_at, m.id))
-        for start in range(0, len(ordered), 500):  # their histories, one read per 500
-            chunk = ordered[start : start + 500]
-            histories = palace.ledger.memory_histories([m.id for m in chunk])
-            for memory in chunk:
-                history = [e.as_dict() for e in histories.get(memory.id, [])]
-                yield {"type": "memory", **memory.as_dict(), "history": history}
-        gone = orphans.get(owner, [])
-        histories = palace.ledger.memory_histories(gone)
-        for memory_id in gone:
-            events = [e.as_dict() for e in histories.get(memory_id, [])]
-            yield {"type": "history", "memory_id": memory_id, "events": events}
-    for owner in owners:
-        seen: set[str] = set()
-        for key in subjects.get(owner, []):
-            for triple in palace.ledger.triples_about(key, user_id=owner or None, as_of=None):
-                if triple.id not in seen and triple.subject_key == key:
-                    seen.add(triple.id)
-                    yield {"type": "triple", **triple.as_dict()}
 
 
 def write_jsonl(records: Iterable[Mapping[str, Any]], out: Writer) -> int:
@@ -115,7 +52,7 @@ def _cell(value: Any) -> str:
 
 
 def write_markdown(records: Iterable[Mapping[str, Any]], out: Writer) -> int:
-    """Write ``records`` (as :func:`export_records` yields them) as a Markdown document."""
+    """Write ``records`` (as ``Palace.export_records`` yields them) as a Markdown document."""
     count = 0
     section = ""
     triples: list[Mapping[str, Any]] = []
