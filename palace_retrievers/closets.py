@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,6 +76,10 @@ class Closet:
 
 class ClosetExtractor(ABC):
     """Finds topics and entities in drawers. Deterministic: same drawers, same entries."""
+
+    #: How many sources the palace hands over at once, from as many threads: more than
+    #: one only for an extractor that waits on something else (a model over the network).
+    concurrency: int = 1
 
     @abstractmethod
     def extract(self, *, drawers: Sequence[Drawer]) -> list[ClosetEntry]:
@@ -175,7 +180,9 @@ def build_closets(
     max_chars: int = MAX_CLOSET_CHARS,
 ) -> list[Closet]:
     """The closets of ``drawers``: the extractor is given the runs of consecutive chunks
-    of each source together (:meth:`ClosetExtractor.extract_runs`).
+    of each source together (:meth:`ClosetExtractor.extract_runs`), from
+    :attr:`ClosetExtractor.concurrency` threads at once; the closets are the same in any
+    case, in the order of the sources.
 
     An entry whose drawer ids do not fit on one line is filed as several closets, each
     pointing to a share of them (see :func:`_pointer_groups`).
@@ -184,8 +191,8 @@ def build_closets(
         PluginError: the extractor raised, or pointed to a drawer it was not given, or
             to a drawer whose id alone does not fit in ``max_chars``.
     """
-    closets: dict[str, Closet] = {}
-    for runs in _runs(drawers, drawers_per_closet):
+
+    def read(runs: list[list[Drawer]]) -> list[list[ClosetEntry]]:
         try:
             found = extractor.extract_runs(runs=runs)
         except Exception as exc:
@@ -196,6 +203,17 @@ def build_closets(
             raise PluginError(
                 f"closet extractor {extractor_name!r} did not give one list of entries per run"
             )
+        return found
+
+    sources = list(_runs(drawers, drawers_per_closet))
+    workers = min(max(1, int(extractor.concurrency)), len(sources))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(read, sources))
+    else:
+        results = [read(runs) for runs in sources]
+    closets: dict[str, Closet] = {}
+    for runs, found in zip(sources, results, strict=True):
         for run, entries in zip(runs, found, strict=True):
             _file_run(closets, run, entries, extractor_name=extractor_name, max_chars=max_chars)
     return list(closets.values())

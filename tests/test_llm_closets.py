@@ -129,6 +129,26 @@ def test_one_structured_call_per_source() -> None:
     assert "Berlin" in line or "Larkspur" in line
 
 
+def test_sources_are_asked_at_once_and_give_the_same_closets() -> None:
+    given = [
+        d
+        for n in range(12)
+        for d in drawers(
+            [f"Alice met Bob in Lisbon on day {n}.", "Carol wrote it up."], source=f"s{n}"
+        )
+    ]
+    found = {}
+    for concurrency in (1, 4):
+        model = SectionReader()
+        extractor = LLMClosetExtractor({"model": model, "concurrency": concurrency})
+        assert extractor.concurrency == concurrency
+        found[concurrency] = build_closets(
+            given, extractor=extractor, extractor_name="llm", drawers_per_closet=3
+        )
+        assert len(model.calls) == 12
+    assert found[4] == found[1]
+
+
 def test_a_large_source_is_asked_in_several_calls_of_whole_sections() -> None:
     model = SectionReader()
     extractor = LLMClosetExtractor({"model": model, "max_chars": 400})

@@ -10,8 +10,9 @@ and LangChain is imported only when ``model`` is given as a string
 :meth:`~palace_retrievers.closets.ClosetExtractor.extract_runs`); each run is a numbered
 section of one message, its drawers' text joined and cut at ``max_chars``. A source
 longer than ``max_chars`` is sent in several calls, whole sections each. Blank runs are
-not sent. The messages are ``[("system", PROMPT), ("human", sections)]`` with this
-prompt (override it with the ``prompt`` option):
+not sent. The sources of a batch are asked ``concurrency`` at a time (threads). The
+messages are ``[("system", PROMPT), ("human", sections)]`` with this prompt (override it
+with the ``prompt`` option):
 
 .. code-block:: text
 
@@ -46,7 +47,8 @@ drawer is filed: closets are a signal, never a gate.
 Options (``[extractors.llm]``, or a dict in code): ``model`` (required: a chat model or a
 ``provider:model`` string), ``prompt``, ``max_chars`` (section text per call, default
 12000), ``max_entities`` (kept per closet, default 20), ``structured`` (default true),
-``fallback`` (``"regex"`` or ``""``), ``cache`` (false: keep nothing).
+``fallback`` (``"regex"`` or ``""``), ``cache`` (false: keep nothing), ``concurrency``
+(sources asked at once, default 4; 1 asks one after the other).
 """
 
 from __future__ import annotations
@@ -67,7 +69,16 @@ from palace_retrievers.records import Drawer
 log = logging.getLogger(__name__)
 
 WHO = "the llm closet extractor"
-OPTIONS = {"model", "prompt", "max_chars", "max_entities", "structured", "fallback", "cache"}
+OPTIONS = {
+    "model",
+    "prompt",
+    "max_chars",
+    "max_entities",
+    "structured",
+    "fallback",
+    "cache",
+    "concurrency",
+}
 #: The cache's namespace; a new value makes every kept answer stale (asked again).
 NAMESPACE = "closets:llm:1"
 
@@ -185,6 +196,7 @@ class LLMClosetExtractor(ClosetExtractor):
         self.prompt = str(options.get("prompt") or PROMPT)
         self.max_chars = _whole(options.get("max_chars", 12_000), "max_chars", 200, 10_000_000)
         self.max_entities = _whole(options.get("max_entities", 20), "max_entities", 1, 100)
+        self.concurrency = _whole(options.get("concurrency", 4), "concurrency", 1, 64)
         structured = options.get("structured", True)
         fallback = options.get("fallback", "regex")
         cache = options.get("cache")
