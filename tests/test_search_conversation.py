@@ -190,3 +190,24 @@ def test_closets_ranked_by_matches_boost_only_those_naming_a_query_term(
     assert max(h.scores["closet"] for h in hits.values()) == boosts[0]
     nothing = palace.search("zzzz qqqq", k=8, wing="chat")
     assert all(h.scores["closet"] == 0.0 for h in nothing)
+
+
+def test_a_mined_conversations_speakers_list_is_read(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """A mined conversation names its speakers in ``speakers`` (a turn also in
+    ``speaker``): a drawer of one speaker is that speaker's, and a drawer of several gets
+    the share of them the question names (FAKE embedder: only the parts are checked)."""
+    palace = open_palace(
+        tmp_path / "p", backend="sqlite", config={"search": {"speaker_weight": 0.1}}
+    )
+    palace.add_texts(
+        ["Ben: I adopted a kitten.", "Ana: Ben adopted a kitten?\n\nBen: Yes, Nori.", "Ana: hi"],
+        metadatas=[{"speakers": ["Ben"]}, {"speakers": ["Ana", "Ben"]}, {"speakers": ["Ana"]}],
+        ids=["turn", "exchange", "other"],
+        wing="chat",
+    )
+    parts = {
+        h.id: h.scores["speaker"] for h in palace.search("What did Ben adopt?", k=3, wing="chat")
+    }
+    assert parts == {"turn": 0.1, "exchange": 0.05, "other": 0.0}

@@ -250,26 +250,6 @@ class SearchPipeline:
                 out[drawer_id] = float(stored @ query)
         return out
 
-    def _fuse(
-        self, sims: dict[str, float], bm25: dict[str, float]
-    ) -> dict[str, tuple[float, float]]:
-        cfg = self._config
-        if cfg.fusion == "rrf":
-            return fusion.reciprocal_rank(
-                sims,
-                bm25,
-                vector_weight=cfg.vector_weight,
-                bm25_weight=cfg.bm25_weight,
-                k=cfg.rrf_k,
-            )
-        return fusion.weighted(
-            sims,
-            bm25,
-            vector_weight=cfg.vector_weight,
-            bm25_weight=cfg.bm25_weight,
-            method=cfg.normalisation,
-        )
-
     def _fresh_caches(self) -> None:
         """Forget what was read from the ledger when it changed (its generation moved,
         in this process or another) or when the caches grew past their bound."""
@@ -429,10 +409,13 @@ class SearchPipeline:
         )
 
     def _speakers(self, query: str, drawers: Sequence[Drawer]) -> dict[str, float]:
-        """``speaker_weight`` for each drawer whose ``speaker`` metadata the query names.
+        """``speaker_weight`` for each drawer whose speaker the query names.
 
         A question about what one participant said or did ("What did Alice adopt?")
-        favours that participant's turns; a word of the speaker's name is enough.
+        favours that participant's turns; a word of the speaker's name is enough. A
+        drawer's speaker is its ``speaker`` metadata (a turn), else its ``speakers`` list
+        (a mined conversation's drawer, see ``docs/sources.md``); a drawer of several
+        speakers gets the share of them that the query names.
         """
         weight = self._config.speaker_weight
         if weight <= 0:
@@ -442,12 +425,16 @@ class SearchPipeline:
         named: dict[str, bool] = {}
         for d in drawers:
             speaker = d.metadata.get("speaker")
-            if not isinstance(speaker, str) or not speaker.strip():
+            listed = [speaker] if speaker is not None else d.metadata.get("speakers")
+            if not isinstance(listed, list | tuple):
                 continue
-            if speaker not in named:
-                named[speaker] = bool(words.intersection(terms(speaker, stemming=False)))
-            if named[speaker]:
-                out[d.id] = weight
+            people = [s for s in listed if isinstance(s, str) and s.strip()]
+            for person in people:
+                if person not in named:
+                    named[person] = bool(words.intersection(terms(person, stemming=False)))
+            share = sum(named[p] for p in people) / len(people) if people else 0.0
+            if share:
+                out[d.id] = weight * share
         return out
 
     def _neighbours(self, drawers: Sequence[Drawer], base: dict[str, float]) -> dict[str, float]:
@@ -534,7 +521,7 @@ class SearchPipeline:
         contextual = {
             d.id: (1 - share) * sims[d.id] + share * context.get(d.id, sims[d.id]) for d in drawers
         }
-        parts = self._fuse(contextual, bm25)
+        parts = fusion.fuse(contextual, bm25, self._config)
         speakers = self._speakers(query, drawers)
         base = {
             i: v + b + boosts.get(i, 0.0) + speakers.get(i, 0.0) + signals.get(i, 0.0)
