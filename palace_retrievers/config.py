@@ -236,7 +236,11 @@ class ClosetConfig:
     """How closets (``topic|entities|→drawer_ids`` pointer lines) are built at mine time."""
 
     extractor: str = field(
-        default="regex", metadata=_doc('closet extractor plugin; "" builds no closets')
+        default="regex",
+        metadata=_doc(
+            'closet extractor plugin: "regex", "llm" (a chat model, [extractors.llm]) or an '
+            'installed one; "" builds no closets'
+        ),
     )
     drawers_per_closet: int = field(
         default=3, metadata=_doc("consecutive chunks of one source a closet points to, at most")
