@@ -59,7 +59,10 @@ def test_memories_and_drawers_are_searched_together(palace: Palace) -> None:
     recall = 0.6 * parts["relevance"] + 0.2 * parts["importance"]
     recall += 0.1 * parts["freshness"] + 0.1 * parts["heat"]
     assert parts["recall"] == pytest.approx(recall)
-    assert hit.score == parts["final"] == pytest.approx(parts["recall"])
+    # The recall score on the drawers' scale: relevance 1 and importance 1 are worth
+    # scores["scale"] (palace_retrievers.memory.scale).
+    on_scale = parts["scale"] * parts["recall"] / (0.6 + 0.2)
+    assert hit.score == parts["final"] == pytest.approx(on_scale)
     assert 0 < parts["relevance"] <= 1
     assert hit.as_dict()["is_memory"] is True
     assert hit.as_dict()["memory"]["id"] == memory.id

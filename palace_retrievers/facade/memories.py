@@ -131,7 +131,7 @@ class Memories:
         vector = self._model.embed_query(query)
         query_terms = self._recall.terms(query)
         candidates = self._recall.candidates(query, vector, where, now, query_terms, k=k)
-        hits = self._recall.hits(candidates, best=0.0, now=now)[:k]
+        hits = self._recall.hits(candidates, drawers=(), query_terms=query_terms, now=now)[:k]
         self.touch(hits, now)
         return context_block(hits, max_tokens=budget)
 

@@ -94,8 +94,8 @@ class Searching:
         candidates = self._recall.candidates(query, vector, where, now, query_terms, k=k)
         if not candidates:
             return hits
-        best = self._recall.best_drawer_match(hits, query_terms)
-        hits = merge(hits, self._recall.hits(candidates, best=best, now=now), k)
+        found = self._recall.hits(candidates, drawers=hits, query_terms=query_terms, now=now)
+        hits = merge(hits, found, k)
         self._touch(hits, now)
         return self._recall.with_history(hits) if include_history else hits
 

@@ -37,34 +37,43 @@ the asked time is now). Both are read from the query's words, without the ledger
 A memory filed without a slot is found by its match alone. A query that names no slot
 and no past period costs no ledger query more than before.
 
-**Match.** How well a text answers the query, on the same footing for memories and
-drawers: ``match = v × cosine + b × coverage``, where ``coverage`` is the share of the
-query's terms (as BM25 sees them: stop words dropped, lightly stemmed) that the text
-contains, and ``v``, ``b`` are ``search.vector_weight`` and ``search.bm25_weight`` scaled
-to sum to 1. The words count because a short memory's embedding alone is a weak judge:
-with MiniLM, "which database do we use?" is nearer "My favourite editor is Emacs"
-(0.31) than "We moved the orders database to PostgreSQL 15" (0.25). A memory needs a
-match of at least ``memory.min_relevance`` to be recalled at all.
+**Match.** How well a text matches the query, the gate of recall: ``match = v × cosine +
+b × coverage``, where ``coverage`` is the share of the query's terms (as BM25 sees them:
+stop words dropped, lightly stemmed) that the text contains, and ``v``, ``b`` are
+``search.vector_weight`` and ``search.bm25_weight`` scaled to sum to 1. The words count
+because a short memory's embedding alone is a weak judge: with MiniLM, "which database
+do we use?" is nearer "My favourite editor is Emacs" (0.31) than "We moved the orders
+database to PostgreSQL 15" (0.25). A memory needs a match of at least
+``memory.min_relevance`` to be recalled at all.
 
 **Score.** ``recall = 0.6 × relevance + 0.2 × importance + 0.1 × freshness + 0.1 × heat``
 (the weights are ``memory.*_weight``), where
 
-- *relevance* is the memory's match divided by the best match among the drawer hits and
-  the memory candidates of the same query (clipped to [0, 1]) — a max normalisation, as
-  the drawer fusion's, so the two lists are on one scale: a memory that answers the
-  query as well as the best drawer gets 1;
+- *relevance* is how well the memory answers the query beside the drawer hits, on one
+  scale (:mod:`palace_retrievers.memory.scale`): the drawer hits and the memory
+  candidates scored as one list by the drawers' own fusion (cosine and BM25), the
+  memory's fused score divided by the best of the list, in [0, 1] — a memory that
+  answers the query as well as the best drawer gets 1;
 - *freshness* is ``0.5 ** (days since updated_at / memory.half_life_days)``;
 - *heat* is ``min(access_count, memory.heat_cap) / memory.heat_cap``;
 
 and a memory that held the asked slot during the asked time (``held`` > 0) has a
 relevance of 1: it answers the question, whatever its wording.
 
-**Merge.** A memory hit's score is ``memory.weight × recall + memory.slot_weight ×
-held``, so the memory that holds the asked slot at the asked time ranks first (above the
-drawers too: a drawer's fused score is at most about 1.15); drawer hits keep their
-scores untouched, and the two lists are merged by score (ties: by id) and cut to ``k``.
-So drawers rank among themselves exactly as without memories, and a palace with no
-memories searches exactly as before. With ``include_history``, the superseded
+**Merge.** A memory hit's score is ``memory.weight × worth × recall /
+(relevance_weight + importance_weight) + memory.slot_weight × held``: ``worth``
+(``scores["scale"]``) is what a relevance of 1 scores beside the drawers (the top drawer
+hit's score over its own relevance, see :mod:`palace_retrievers.memory.scale`), so a
+memory that answers as well as the top drawer, and that its owner asked to keep, scores
+what that drawer scores, and one that answers better ranks above it. The memory that
+holds the asked slot at the asked time ranks first (above the drawers too). Drawer hits
+keep their scores untouched, and the two lists are merged by score (ties: by id) and cut
+to ``k``. So drawers rank among themselves exactly as without memories, and a palace with
+no memories searches exactly as before. ``memory.scale = "recall"`` merges as before
+this scale: relevance is the memory's match over the best match among the drawer hits and
+memory candidates (a max normalisation of ``match``), and the score is ``memory.weight ×
+recall + memory.slot_weight × held``, beside the drawers' fused scores. With
+``include_history``, the superseded
 predecessors of each memory hit follow it (newest first), with its score, ``history``
 = their distance in the chain and ``superseded`` = 1 in ``scores``; they do not count
 towards ``k`` and are not counted as accesses.
@@ -89,6 +98,7 @@ import numpy.typing as npt
 from palace_retrievers.config import MemoryConfig, SearchConfig
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.memory.asof import Period, period_in, point, without_period
+from palace_retrievers.memory.scale import shared_scale
 from palace_retrievers.memory.slots import question_slots, slots_match
 from palace_retrievers.records import Filter, Hit
 from palace_retrievers.records.memories import MEMORY_KINDS, Memory, MemoryEvent
@@ -223,11 +233,17 @@ def superseded_at(events: Sequence[MemoryEvent]) -> datetime | None:
 
 
 def recall_scores(
-    candidate: Candidate, best: float, now: datetime, config: MemoryConfig
+    candidate: Candidate,
+    relevance: float,
+    now: datetime,
+    config: MemoryConfig,
+    *,
+    worth: float | None = None,
 ) -> dict[str, float]:
-    """The parts of a memory's recall score (see the module's documentation)."""
+    """The parts of a memory's recall score (see the module's documentation), with the
+    relevance given; ``worth`` puts it on the drawers' scale (``None``: the merge of
+    ``memory.scale = "recall"``)."""
     memory = candidate.memory
-    relevance = min(max(candidate.match / best, 0.0), 1.0) if best > 0 else 0.0
     if candidate.held > 0:
         relevance = 1.0  # it holds the asked slot: it answers, whatever its wording
     fresh = freshness(memory, now, config.half_life_days)
@@ -238,7 +254,7 @@ def recall_scores(
         + config.freshness_weight * fresh
         + config.heat_weight * hot
     )
-    return {
+    scores = {
         "vector": candidate.cosine,
         "coverage": candidate.coverage,
         "match": candidate.match,
@@ -249,8 +265,14 @@ def recall_scores(
         "recall": recall,
         "held": candidate.held,
         "memory": 1.0,
-        "final": config.weight * recall + config.slot_weight * candidate.held,
     }
+    scaled = config.weight * recall
+    if worth is not None:
+        full = config.relevance_weight + config.importance_weight
+        scaled *= worth / full if full > 0 else worth
+        scores["scale"] = worth
+    scores["final"] = scaled + config.slot_weight * candidate.held
+    return scores
 
 
 def passes(
@@ -303,13 +325,6 @@ class Recall:
         """``(coverage, match)`` of a text with this cosine to the query."""
         covered = coverage(query_terms, self.terms(text))
         return covered, self._vector_weight * cosine + self._term_weight * covered
-
-    def best_drawer_match(self, hits: Sequence[Hit], query_terms: Collection[str]) -> float:
-        """The best match among drawer hits (0 when there are none)."""
-        return max(
-            (self.match(h.scores.get("vector", 0.0), query_terms, h.text)[1] for h in hits),
-            default=0.0,
-        )
 
     def wanted(self, where: Filter) -> bool:
         """Whether a search with ``where`` looks at memories at all: memories are on, the
@@ -423,12 +438,36 @@ class Recall:
                 out[memory_id] = at
         return out
 
-    def hits(self, candidates: Sequence[Candidate], *, best: float, now: datetime) -> list[Hit]:
-        """Memory hits, best first; ``best`` is the best match among the drawer hits."""
-        top = max([best, *(c.match for c in candidates)])
+    def hits(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        drawers: Sequence[Hit],
+        query_terms: Sequence[str],
+        now: datetime,
+    ) -> list[Hit]:
+        """Memory hits, best first, scored beside ``drawers`` (the query's drawer hits,
+        best first) on one scale (see the module's documentation)."""
+        if self._config.scale == "recall":
+            best = max(
+                (self.match(h.scores.get("vector", 0.0), query_terms, h.text)[1] for h in drawers),
+                default=0.0,
+            )
+            top = max([best, *(c.match for c in candidates)])
+            relevances = [min(max(c.match / top, 0.0), 1.0) if top > 0 else 0.0 for c in candidates]
+            worth: float | None = None
+        else:
+            shared = shared_scale(
+                query_terms,
+                drawers,
+                [self.terms(h.text) for h in drawers],
+                [(c.cosine, self.terms(c.memory.text)) for c in candidates],
+                self._search,
+            )
+            relevances, worth = shared.relevance, shared.worth
         hits = []
-        for candidate in candidates:
-            scores = recall_scores(candidate, top, now, self._config)
+        for candidate, relevance in zip(candidates, relevances, strict=True):
+            scores = recall_scores(candidate, relevance, now, self._config, worth=worth)
             memory = candidate.memory
             hits.append(
                 Hit(drawer=memory.as_drawer(), score=scores["final"], scores=scores, memory=memory)

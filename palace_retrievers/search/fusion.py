@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from palace_retrievers.config import SearchConfig
+
 
 def normalise(scores: Sequence[float], method: str) -> list[float]:
     """``scores`` scaled by ``method`` (``"max"``, ``"minmax"`` or ``"zscore"``).
@@ -94,6 +96,28 @@ def reciprocal_rank(
         )
         for i in vector
     }
+
+
+def fuse(
+    vector: Mapping[str, float], bm25: Mapping[str, float], config: SearchConfig
+) -> dict[str, tuple[float, float]]:
+    """Each id's ``(vector part, bm25 part)`` as ``config`` fuses them (``fusion``,
+    ``normalisation``, the two weights, ``rrf_k``). Both mappings hold the same ids."""
+    if config.fusion == "rrf":
+        return reciprocal_rank(
+            vector,
+            bm25,
+            vector_weight=config.vector_weight,
+            bm25_weight=config.bm25_weight,
+            k=config.rrf_k,
+        )
+    return weighted(
+        vector,
+        bm25,
+        vector_weight=config.vector_weight,
+        bm25_weight=config.bm25_weight,
+        method=config.normalisation,
+    )
 
 
 def bm25_scores(

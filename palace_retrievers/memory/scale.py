@@ -1,0 +1,79 @@
+"""Memories on the drawers' scale: one relevance for the memories and drawers of a search.
+
+A drawer hit's score is relative: the pipeline's fusion normalises cosine and BM25 over
+its own candidates, so the best drawer scores about 1 (plus its closet, neighbour, speaker
+and graph boosts) however well or badly it answers. A memory's recall score
+(:mod:`palace_retrievers.memory.recall`) is another number, with a relevance of its own.
+Merged by score as they were, a drawer that only shares a question's words ranked above
+the memory that answers it ("which database do we use for orders?": the orders
+database's nightly backup above "We moved the orders database to PostgreSQL 15").
+
+So the two are scored together, with the drawers' own stage:
+
+- **Relevance.** The query's drawer hits and memory candidates are scored as one list by
+  the fusion the pipeline uses (:func:`~palace_retrievers.search.fusion.fuse`: cosine to
+  the query, and BM25 of the query's terms over these texts, normalised and weighted by
+  the ``[search]`` settings). A memory's relevance is its fused score divided by the best
+  in the list: 1 when it answers as well as the best text, drawer or memory.
+- **Worth.** The top drawer hit ties that relevance to the drawers' scale: ``worth`` = its
+  score divided by its own relevance, what a relevance of 1 is worth beside the drawers.
+  Its boosts are thereby granted to the memories in proportion, so a memory that answers
+  as well as the top drawer scores as the top drawer does. With no drawer hit, ``worth``
+  is 1 (what the best of a list scores in the fusion).
+
+A memory hit's score is then ``worth × recall / (relevance_weight + importance_weight)``
+(see the recall module): the recall score, scaled so that a memory that answers best and
+that its owner asked to keep (importance 1), neither fresh nor recalled, is worth
+``worth``. Drawer hits keep their scores and their order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from palace_retrievers.config import SearchConfig
+from palace_retrievers.records import Hit
+from palace_retrievers.search import fusion
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """The memories' relevances on the scale shared with the drawer hits.
+
+    Attributes:
+        relevance: Each memory's fused score over the best of the list, in [0, 1], in the
+            order the memories were given.
+        worth: What a relevance of 1 scores beside the drawer hits.
+    """
+
+    relevance: list[float]
+    worth: float
+
+
+def shared_scale(
+    query_terms: Sequence[str],
+    drawers: Sequence[Hit],
+    drawer_terms: Sequence[Sequence[str]],
+    memories: Sequence[tuple[float, Sequence[str]]],
+    config: SearchConfig,
+) -> Shared:
+    """Score the drawer hits (best first, each with its terms) and the memories (each a
+    ``(cosine, terms)`` pair) as one list (see the module's documentation)."""
+    cosines = [h.scores.get("vector", 0.0) for h in drawers] + [c for c, _ in memories]
+    documents = [*drawer_terms, *(t for _, t in memories)]
+    unique = list(dict.fromkeys(query_terms))
+    bm25 = fusion.bm25_scores(unique, documents, k1=config.bm25_k1, b=config.bm25_b)
+    keys = [str(i) for i in range(len(documents))]
+    parts = fusion.fuse(
+        dict(zip(keys, cosines, strict=True)), dict(zip(keys, bm25, strict=True)), config
+    )
+    fused = [sum(parts[key]) for key in keys]
+    best = max(fused, default=0.0)
+    if best <= 0:
+        return Shared(relevance=[0.0] * len(memories), worth=1.0)
+    relevance = [min(max(f / best, 0.0), 1.0) for f in fused]
+    worth = 1.0
+    if drawers and relevance[0] > 0:
+        worth = drawers[0].score / relevance[0]
+    return Shared(relevance=relevance[len(drawers) :], worth=worth)

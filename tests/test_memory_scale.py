@@ -1,0 +1,84 @@
+"""Memories and drawers on one scale (palace_retrievers.memory.scale).
+
+The memory page's own example runs with the REAL all-MiniLM-L6-v2 and Chroma: the demo
+palace of the screenshots, the question of its search page. The scale's arithmetic is
+checked with the FAKE hashing embedder (it depends on no meaning), as the test says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from palace_retrievers import Palace
+from palace_retrievers.config import SearchConfig
+from palace_retrievers.errors import ConfigError
+from palace_retrievers.memory.scale import shared_scale
+from palace_retrievers.web.screenshots import seed_demo
+
+QUESTION = "which database do we use for orders?"
+
+
+def test_the_memory_page_example_ranks_the_memory_that_answers_first(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    palace = open_palace(tmp_path / "demo", fake=False)  # real MiniLM, real Chroma
+    demo = seed_demo(palace)
+    hits = palace.search(QUESTION, k=5, user_id=demo.user)
+    assert hits[0].id == demo.database
+    assert hits[0].text == "We moved the orders database to PostgreSQL 15"
+    backup = next(h for h in hits if "nightly backup" in h.text)
+    assert hits[0].score > backup.score
+    # The merge before this scale put it below the backup note (third).
+    palace.close()
+    before = open_palace(tmp_path / "demo", fake=False, config={"memory": {"scale": "recall"}})
+    ranked = [h.id for h in before.search(QUESTION, k=5, user_id=demo.user)]
+    assert ranked.index(demo.database) > 0
+
+
+def test_drawers_keep_their_scores_and_order(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """FAKE embedder: the drawers' ranking is the pipeline's, memories or not."""
+    palace = open_palace(tmp_path / "p", backend="sqlite")
+    palace.add_texts(
+        ["The orders database is backed up nightly.", "Lunch was pizza on Friday."],
+        user_id="u1",
+    )
+    before = palace.search("orders database", k=5, user_id="u1")
+    palace.remember("The orders database is PostgreSQL 15", user_id="u1")
+    after = palace.search("orders database", k=5, user_id="u1")
+    assert [(h.id, h.score) for h in after if not h.is_memory] == [(h.id, h.score) for h in before]
+    [memory] = [h for h in after if h.is_memory]
+    top = before[0]
+    assert memory.scores["scale"] >= top.score  # the top drawer's score over its relevance
+    assert 0 < memory.scores["relevance"] <= 1
+
+
+def test_relevance_is_shared_and_worth_anchors_at_the_top_drawer(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """FAKE embedder: the arithmetic of shared_scale on real hits."""
+    palace = open_palace(tmp_path / "p", backend="sqlite")
+    palace.add_texts(["orders database backups", "lunch pizza"], user_id="u1")
+    drawers = palace.search("orders database", k=2, user_id="u1", memories=False)
+    config = SearchConfig()  # the palace's: opened with the defaults
+    terms = [["order", "databas", "backup"], ["lunch", "pizza"]]
+    # A memory as near the query as the top drawer, with the same terms, is as relevant.
+    top_cosine = drawers[0].scores["vector"]
+    shared = shared_scale(
+        ["order", "databas"], drawers, terms, [(top_cosine, terms[0]), (0.0, [])], config
+    )
+    assert shared.relevance[0] == pytest.approx(1.0)
+    assert shared.relevance[1] == 0.0
+    assert shared.worth == pytest.approx(drawers[0].score)
+    alone = shared_scale(["order"], [], [], [(0.5, ["order"])], config)
+    assert alone.relevance == [1.0]
+    assert alone.worth == 1.0
+
+
+def test_the_scale_setting_is_checked(open_palace: Callable[..., Palace], tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"memory\.scale"):
+        open_palace(tmp_path / "p", config={"memory": {"scale": "loudest"}})
