@@ -45,6 +45,11 @@ what an interrupted rebuild left behind (collections ``<name>.*`` other than the
 and the pointer) before it starts; two rebuilds of one palace on one server at once are
 not supported (the second may delete the collection the first is filling, which then
 fails and is run again).
+
+About 800 lines: one :class:`ChromaIndex` over both kinds of Chroma (embedded and a
+server), whose queries, filters, rebuild swap and health checks share its client and
+collections; what stands alone is beside it (``filter_fields``, ``hnsw_files``,
+``server_names``, ``vector_catalog``).
 """
 
 from __future__ import annotations

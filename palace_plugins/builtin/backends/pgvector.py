@@ -51,6 +51,10 @@ nearest candidates it finds; when fewer than ``k`` of them pass, the query is ru
 an exact scan, so a filter never costs results. The extension is
 created (``CREATE EXTENSION IF NOT EXISTS vector``) when the palace first opens; the
 connecting role needs the right to do so, or an administrator does it once.
+
+About 550 lines: one :class:`PgvectorIndex` (its pools, tables, exact and HNSW
+queries, rebuild and health), whose methods share one connection pool and one table
+layout.
 """
 
 from __future__ import annotations
