@@ -12,14 +12,21 @@ per run, and times each process from start to exit:
 - ``palace --palace DIR status``.
 
 It prints the median and p90 over ``--runs`` runs (after one unmeasured run that warms
-the disk cache), with the machine's load average, which says how busy it was, and the
-median CPU time of the process (user + system, all its threads), which says what the
-wall time would be on an idle machine as long as the process keeps to one core. When
+the disk cache and writes the bytecode cache), with the machine's load average, which
+says how busy it was, and the median CPU time of the process (user + system, all its
+threads), which says what the wall time would be on an idle machine as long as the
+process keeps to one core. When
 MemPalace's ``mempalace`` command is installed, it builds a MemPalace palace of the same
 texts (``--mempalace`` folder) and times ``mempalace search`` alike; when it is not, it
 says so and skips it.
 
     .venv/bin/python benchmarks/cold_start.py --palace /tmp/cold-start-palace
+
+On a shared machine the wall times follow the load more than the code. ``--baseline DIR``
+(another checkout of the engine, e.g. ``git archive <rev> | tar -x -C DIR``) times that
+checkout's commands in turns with this one's, run by run, both as ``python -m
+palace_retrievers.cli`` started in their own folder, and prints the ratio of their
+medians: a comparison both sides of which saw the same load.
 """
 
 from __future__ import annotations
@@ -74,11 +81,21 @@ def build(path: Path, size: int, cache: Path) -> None:
         print(f"built {path} in {time.perf_counter() - start:.0f} s")
 
 
-def timed(command: Sequence[str]) -> tuple[float, float]:
-    """Wall and CPU seconds from starting ``command`` to its exit (which must be 0)."""
+#: The processes run as a user's do: with Python's bytecode cache. Without it
+#: (``PYTHONDONTWRITEBYTECODE`` set, as in some sandboxes, over an editable install that
+#: ships no ``.pyc``) each process compiles the engine's modules again, which costs it
+#: about 0.25 s of CPU that no installed copy pays.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def timed(command: Sequence[str], cwd: Path | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds from starting ``command`` (in ``cwd``) to its exit (which
+    must be 0)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, env=CHILD_ENV, cwd=cwd
+    )
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -88,6 +105,7 @@ def timed(command: Sequence[str]) -> tuple[float, float]:
 
 
 def report(label: str, runs: Sequence[tuple[float, float]]) -> None:
+    """Print the median and p90 wall time of ``runs`` and their median CPU time."""
     walls = [wall for wall, _ in runs]
     ordered = sorted(walls)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
@@ -105,6 +123,27 @@ def measure(label: str, commands: Sequence[Sequence[str]]) -> None:
     """Run the first command unmeasured (it warms the disk cache), then time the others."""
     timed(commands[0])
     report(label, [timed(command) for command in commands[1:]])
+
+
+def measure_pair(
+    label: str, arguments: Sequence[Sequence[str]], here: Path, baseline: Path
+) -> None:
+    """Time ``python -m palace_retrievers.cli ARGUMENTS`` from this checkout and from
+    ``baseline`` in turns (after one unmeasured run of each), and the ratio of medians."""
+    runs: dict[Path, list[tuple[float, float]]] = {here: [], baseline: []}
+    for number, words in enumerate(arguments):
+        for folder, times in runs.items():
+            result = timed([sys.executable, "-m", "palace_retrievers.cli", *words], cwd=folder)
+            if number:
+                times.append(result)
+    report(f"{label} (this)", runs[here])
+    report(f"{label} (baseline)", runs[baseline])
+    this, base = runs[here], runs[baseline]
+    wall, cpu = (
+        statistics.median(r[i] for r in this) / statistics.median(r[i] for r in base)
+        for i in (0, 1)
+    )
+    print(f"{label:<20} this / baseline: wall {wall:.2f}, CPU {cpu:.2f}", flush=True)
 
 
 def mempalace(folder: Path, texts: Sequence[str], queries: Sequence[str]) -> None:
@@ -138,8 +177,22 @@ def main() -> None:
     parser.add_argument(
         "--mempalace", type=Path, help="Where MemPalace's palace is kept (default: beside)."
     )
+    parser.add_argument(
+        "--baseline", type=Path, help="Another checkout to time in turns with this one."
+    )
     args = parser.parse_args()
+    args.palace = args.palace.resolve()
     build(args.palace, args.size, args.cache)
+    if args.baseline is not None:
+        here = Path(__file__).resolve().parents[1]
+        queries = backend_corpus.query_texts(args.runs + 1, seed=0)
+        print(f"{os.cpu_count()} cores; {args.runs} runs each, after one unmeasured run")
+        where = ["--palace", str(args.palace)]
+        searches = [[*where, "search", q] for q in queries]
+        measure_pair("palace search", searches, here, args.baseline.resolve())
+        statuses = [[*where, "status"]] * (args.runs + 1)
+        measure_pair("palace status", statuses, here, args.baseline.resolve())
+        return
     palace = shutil.which("palace", path=str(Path(sys.executable).parent)) or "palace"
     queries = backend_corpus.query_texts(args.runs + 1, seed=0)
     print(f"{os.cpu_count()} cores; {args.runs} runs each, after one unmeasured run")
