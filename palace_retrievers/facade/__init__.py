@@ -20,6 +20,8 @@ host they reach back into):
   the lifecycle: the context block, gc, forgetting a user, memories drawn at mine time.
 - :mod:`.transfer`: :class:`~.transfer.Transfer`, an export's records read from the
   ledger, and an import's filed into it (the format is :mod:`palace_retrievers.transfer`'s).
+- :mod:`.answers`: :class:`~.answers.Answers`, the answers of a model a plugin asked
+  (``answers.sqlite``), kept so that it is not asked again; the selected plugins hand it on.
 
 Imports go down: the facade (``palace.py``) imports this package; it imports memory,
 ingest, graph, search, transfer, the ledger and the records, never the facade or a surface.
