@@ -157,3 +157,62 @@ def test_listwise_without_a_model_fails_when_the_judge_is_made(tmp_path: Path) -
 
     with pytest.raises(ConfigError, match="cannot read the list-wise model"):
         LearnedJudge({"listwise": True, "listwise_file": str(tmp_path / "none.json")})
+
+
+def test_the_shortlist_takes_the_nearest_by_meaning_and_by_words_in_turn() -> None:
+    olds = ["alpha beta", "gamma delta", "rent is 2100 a month", "epsilon", "zeta eta"]
+    cosines = [0.9, 0.8, 0.1, 0.7, 0.2]
+    new = "rent is 2300 a month now"
+    # nearest by cosine (0), then the most shared words (2), then the next by cosine (1)
+    assert listwise.shortlist(olds, new, cosines, 3) == [0, 1, 2]
+    assert listwise.shortlist(olds, new, cosines, 1) == [0]
+    assert listwise.shortlist(olds, new, cosines, 2) == [0, 2]
+    assert listwise.shortlist(olds, new, cosines, 0) == [0, 1, 2, 3, 4]  # 0: all of them
+    assert listwise.shortlist(olds[:2], new, cosines[:2], 3) == [0, 1]
+
+
+def test_the_judge_reads_only_the_shortlist(real_embedder: Any) -> None:
+    """Real model and shipped weights: of six candidates for one new text, only the three
+    of the shortlist are read (list-wise, as one list of three); the others are *new*,
+    said so, and never asked."""
+    from palace_retrievers.memory.judges import JudgeContext, Pair
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    new = "The team stand-up moves to 10:30"
+    olds = [
+        "Team stand-up is every weekday at 9:30",
+        "I play tennis on Sundays",
+        "Our team uses Jira for tickets",
+        "My sister lives in Lyon",
+        "Dentist: Dr. Ruiz",
+        "I drink my coffee black",
+    ]
+    cosines = [0.7, 0.1, 0.5, 0.05, 0.02, 0.3]
+    embedded: list[str] = []
+
+    def embed(texts: list[str]) -> Any:
+        embedded.extend(texts)
+        return real_embedder.embed_documents(texts)
+
+    context = JudgeContext(embed=embed, model=real_embedder.model_name)
+    pairs = [Pair(old, new, c) for old, c in zip(olds, cosines, strict=True)]
+    opinions = LearnedJudge({}).judge(pairs, context)
+    read = [
+        k for k, o in enumerate(opinions) if any(r.startswith("list-wise (3") for r in o.reasons)
+    ]
+    assert read == [0, 2, 5]
+    for k in (1, 3, 4):
+        assert opinions[k].verdict == "new"
+        assert "not read" in opinions[k].reasons[0]
+    assert opinions[0].verdict == "update"
+    assert not any(olds[k] in embedded for k in (1, 3, 4))  # the pair model never saw them
+    every = LearnedJudge({"shortlist": 0}).judge(pairs, context)
+    assert all(any(r.startswith("list-wise (6") for r in o.reasons) for o in every)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_a_shortlist_that_is_not_a_count_is_refused(bad: Any) -> None:
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    with pytest.raises(ConfigError, match="shortlist must be a whole number"):
+        LearnedJudge({"shortlist": bad})

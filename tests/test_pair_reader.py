@@ -66,7 +66,7 @@ def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -
     b = torch.randn(384, 4, generator=generator) * 0.05
     tensors = {**head(2), QUERY + pair_reader.LORA_A: a, QUERY + pair_reader.LORA_B: b}
     path = write(tmp_path / "reader.safetensors", tensors)
-    got = pair_reader.Reader(path, pair_reader.base_weights()).probabilities(PAIRS)
+    got = pair_reader.Reader(path, pair_reader.base_weights(), onnx=False).probabilities(PAIRS)
 
     model, tokenizer = pair_reader.base_model(pair_reader.base_weights(), 3)
     state = model.state_dict()
@@ -80,9 +80,48 @@ def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -
 
     # Without the delta the answers differ: the file's deltas are not ignored.
     plain = pair_reader.Reader(
-        write(tmp_path / "plain.safetensors", head(2)), pair_reader.base_weights()
+        write(tmp_path / "plain.safetensors", head(2)), pair_reader.base_weights(), onnx=False
     ).probabilities(PAIRS)
     assert plain[0]["update"] != pytest.approx(got[0]["update"], abs=1e-4)
+
+
+def test_the_shipped_reader_runs_on_onnx_runtime_with_pytorch_s_numbers() -> None:
+    """The real shipped reader: exported once into the session's cache, then every pair
+    read through ONNX Runtime agrees with the PyTorch forward pass (English, Chinese with
+    spare tokens, a pair over the input limit; one by one and batched)."""
+    shipped = pair_reader.reader()
+    assert shipped.runtime == "onnx"
+    torch_only = pair_reader.Reader(pair_reader.READER_FILE, pair_reader.base_weights(), onnx=False)
+    assert torch_only.runtime == "torch"
+    pairs = [*PAIRS, ("宽带用的是电信", "宽带改用联通"), ("I live in Lisbon", "Porto " * 200)]
+    for got, want in zip(
+        shipped.probabilities(pairs), torch_only.probabilities(pairs), strict=True
+    ):
+        assert [got[k] for k in pair_model.LABELS] == pytest.approx(
+            [want[k] for k in pair_model.LABELS], abs=1e-4
+        )
+    (alone,) = shipped.probabilities(pairs[2:3])
+    assert alone["update"] == pytest.approx(
+        torch_only.probabilities(pairs[2:3])[0]["update"], abs=1e-4
+    )
+
+
+def test_a_failed_export_leaves_the_reader_on_pytorch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from palace_retrievers.memory.learned import reader_onnx
+
+    def fails(*args: Any) -> None:
+        raise RuntimeError("no exporter here")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(reader_onnx, "export", fails)
+    path = write(tmp_path / "reader.safetensors", head(3))
+    reader = pair_reader.Reader(path, pair_reader.base_weights())
+    assert reader.runtime == "torch"
+    assert not list((tmp_path / "cache").rglob("*.onnx"))
+    expected = pair_reader.Reader(path, pair_reader.base_weights(), onnx=False)
+    assert reader.probabilities(PAIRS) == expected.probabilities(PAIRS)
 
 
 def test_characters_the_vocabulary_lacks_are_read_as_spare_tokens() -> None:
@@ -115,8 +154,10 @@ def test_a_reader_with_spare_tokens_ships_their_embeddings(tmp_path: Path) -> No
     )
     without = write(tmp_path / "plain.safetensors", head(2))
     pairs = [("我家的宽带用的是电信", "家里宽带已经改用联通")]
-    got = pair_reader.Reader(with_spare, pair_reader.base_weights()).probabilities(pairs)
-    plain = pair_reader.Reader(without, pair_reader.base_weights()).probabilities(pairs)
+    got = pair_reader.Reader(with_spare, pair_reader.base_weights(), onnx=False).probabilities(
+        pairs
+    )
+    plain = pair_reader.Reader(without, pair_reader.base_weights(), onnx=False).probabilities(pairs)
     assert pair_reader.info(with_spare).spare
     assert not pair_reader.info(without).spare
     assert got[0]["update"] != pytest.approx(plain[0]["update"], abs=1e-4)

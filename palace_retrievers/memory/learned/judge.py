@@ -29,7 +29,12 @@ thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_thresh
 ``listwise`` (default true) and ``listwise_file`` ("" for the shipped model, which is
 trained for the shipped pair judges: with weights of your own, or the pair model or the
 reader switched off, the list-wise step is taken only with a ``listwise_file`` trained
-for them).
+for them), ``shortlist`` (3; 0 for all): with the list-wise step, only this many of a
+new text's candidates -- the nearest by cosine and by shared words, in turn
+(:func:`.listwise.shortlist`) -- are read by the structural matcher and the pair judges
+and then by the list-wise model, which reads them as one list; the others are *new*
+(replayed on the selection rows, the shortlist of 3 decides as well as every candidate
+does, at a ninth of the judges' work: benchmarks/README.md, "Speed").
 """
 
 from __future__ import annotations
@@ -65,10 +70,13 @@ DEFAULTS: dict[str, Any] = {
     "pair_model_file": "",
     "pair_reader_file": "",
     "listwise_file": "",
+    "shortlist": 3,
 }
 #: Options naming files: the learned judges' weights ("" for the shipped ones).
 FILES = ("pair_model_file", "pair_reader_file", "listwise_file")
 SWITCHES = ("structural", "pair_model", "pair_reader", "listwise")
+#: Options that are counts, not probabilities.
+COUNTS = ("shortlist",)
 
 
 class LearnedJudge(MemoryJudge):
@@ -83,7 +91,11 @@ class LearnedJudge(MemoryJudge):
         for name in FILES:
             if not isinstance(options[name], str):
                 raise ConfigError(f"memory judge 'learned': {name} must be a path (a string)")
-        for name in set(DEFAULTS) - set(FILES):
+        for name in COUNTS:
+            value = options[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"memory judge 'learned': {name} must be a whole number >= 0")
+        for name in set(DEFAULTS) - set(FILES) - set(COUNTS):
             value = options[name]
             if isinstance(value, bool) != isinstance(DEFAULTS[name], bool):
                 raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
@@ -112,6 +124,17 @@ class LearnedJudge(MemoryJudge):
         self._warned = False
 
     def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
+        if self._listwise and self.options["shortlist"]:
+            asked = self._shortlisted(pairs)
+            if len(asked) < len(pairs):
+                out = [self._unasked() for _ in pairs]
+                read = self._judge([pairs[k] for k in asked], context)
+                for k, opinion in zip(asked, read, strict=True):
+                    out[k] = opinion
+                return out
+        return self._judge(pairs, context)
+
+    def _judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
         verdicts = [self._structural(pair) for pair in pairs]
         learned = self._learned(pairs, context)
         if learned is None:
@@ -132,6 +155,29 @@ class LearnedJudge(MemoryJudge):
                 Opinion(combined, probabilities, (f"structural: {why}", f"learned: {shown}"))
             )
         return out
+
+    def _shortlisted(self, pairs: Sequence[Pair]) -> list[int]:
+        """The indices of the pairs asked: each new text's :func:`.listwise.shortlist`."""
+        groups: dict[str, list[int]] = {}
+        for k, pair in enumerate(pairs):
+            groups.setdefault(pair.new, []).append(k)
+        asked = []
+        for new, members in groups.items():
+            chosen = listwise.shortlist(
+                [pairs[k].old for k in members],
+                new,
+                [pairs[k].similarity for k in members],
+                self.options["shortlist"],
+            )
+            asked += [members[i] for i in chosen]
+        return sorted(asked)
+
+    def _unasked(self) -> Opinion:
+        """The opinion of a candidate left off the shortlist."""
+        size = self.options["shortlist"]
+        return Opinion.certain(
+            "new", f"not among the {size} nearest by meaning or by shared words: not read"
+        )
 
     def _read_listwise(
         self,

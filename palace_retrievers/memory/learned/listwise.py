@@ -83,6 +83,28 @@ def overlap(a: str, b: str) -> float:
     return 2 * len(ga & gb) / (len(ga) + len(gb))
 
 
+def shortlist(olds: Sequence[str], new: str, cosines: Sequence[float], size: int) -> list[int]:
+    """The indices of the ``size`` candidates the pair judges are asked about: the nearest
+    by cosine and the nearest by :func:`overlap`, taken in turn (the first of each, then
+    the second of each, ...), nearest by cosine first in the result.
+
+    The pair judges (a cross-encoder pass and six embeddings a candidate) are what makes
+    ``remember`` slow; the old memory a new text repeats or updates is nearly always one
+    of the few it is nearest to by meaning or by words (benchmarks/README.md, "Speed").
+    """
+    if size <= 0 or size >= len(olds):
+        return list(range(len(olds)))
+    laps = [overlap(old, new) for old in olds]
+    by_cosine = sorted(range(len(olds)), key=lambda k: -cosines[k])
+    by_overlap = sorted(range(len(olds)), key=lambda k: -laps[k])
+    chosen: list[int] = []
+    for pair in zip(by_cosine, by_overlap, strict=True):
+        for k in pair:
+            if k not in chosen and len(chosen) < size:
+                chosen.append(k)
+    return sorted(chosen, key=lambda k: -cosines[k])
+
+
 def cjk_share(text: str) -> float:
     """The share of ``text``'s characters (spaces aside) in CJK runs."""
     letters = len("".join(text.split()))

@@ -31,16 +31,23 @@ reader is first loaded, never at import time.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from palace_retrievers.errors import ConfigError
+import numpy as np
+import numpy.typing as npt
+
+from palace_retrievers.errors import ConfigError, OnnxUnsupportedError
+from palace_retrievers.memory.learned import reader_onnx
+
+log = logging.getLogger(__name__)
 
 READER_FILE = Path(__file__).resolve().parent / "data" / "pair_reader.safetensors"
 LORA_A, LORA_B = ".lora_a", ".lora_b"
@@ -85,9 +92,11 @@ def info(path: Path = READER_FILE) -> ReaderInfo:
 
 
 class Reader:
-    """A loaded pair reader: the base MiniLM with the file's deltas added, in eval mode."""
+    """A loaded pair reader: the base MiniLM with the file's deltas added, in eval mode,
+    run through ONNX Runtime (:mod:`.reader_onnx`) unless ``onnx`` is false or it cannot
+    be (then through PyTorch)."""
 
-    def __init__(self, path: Path, base_path: Path) -> None:
+    def __init__(self, path: Path, base_path: Path, *, onnx: bool = True) -> None:
         import torch
         from safetensors.torch import load_file
 
@@ -115,15 +124,41 @@ class Reader:
         model.eval()
         self._model = model
         self._lock = threading.Lock()  # one forward pass at a time: torch shares its threads
+        self._onnx: reader_onnx.OnnxReader | None = None
+        if onnx:
+            try:
+                self._onnx = reader_onnx.load(
+                    reader_onnx.graph_path(path, base_path),
+                    encode=self._encode,
+                    torch_probabilities=self._torch_probabilities,
+                    torch_model=model,
+                )
+            except OnnxUnsupportedError as exc:
+                log.info("the pair reader runs on PyTorch: %s", exc)
+
+    @property
+    def runtime(self) -> str:
+        """``onnx`` or ``torch``: what runs the forward pass."""
+        return "torch" if self._onnx is None else "onnx"
 
     def probabilities(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
         """The probability of each label for each (old, new) pair, in one forward pass."""
         if not pairs:
             return []
-        batch = encode(self._tokenizer, pairs, self.info.max_length, self._spare)
-        with self._lock, self._torch.inference_mode():
-            rows = self._model(**batch).logits.softmax(-1).tolist()
+        batch = self._encode(pairs)
+        if self._onnx is not None:
+            rows = self._onnx.probabilities(batch)
+        else:
+            rows = self._torch_probabilities(batch)
         return [dict(zip(self.info.labels, map(float, row), strict=True)) for row in rows]
+
+    def _encode(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        return encode(self._tokenizer, pairs, self.info.max_length, self._spare)
+
+    def _torch_probabilities(self, batch: Mapping[str, Any]) -> npt.NDArray[np.float64]:
+        with self._lock, self._torch.inference_mode():
+            out: npt.NDArray[np.float64] = self._model(**batch).logits.softmax(-1).double().numpy()
+        return out
 
 
 def spare_ids(tokenizer: Any) -> list[int]:
