@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from palace_retrievers.facade.writer import Writer
 from palace_retrievers.ids import text_id
 from palace_retrievers.index import COLLECTIONS
 from palace_retrievers.ingest.mining import Miner, MineReport, resolve_root, storable
+from palace_retrievers.ingest.placing import TEXT_SOURCE, place
 from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner, SyncReport, find_gone
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.records import DRAWER_KIND, Drawer, Filter, utc
@@ -121,14 +123,18 @@ class Drawers:
                     text=text,
                     wing=drawer_wing,
                     room=str(fields.get("room", room)),
-                    source=str(fields.get("source", "text")),
+                    source=TEXT_SOURCE,
                     content_date=utc(fields["content_date"]) if "content_date" in fields else None,
                     user_id=owner,
                     kind=str(fields.get("kind", DRAWER_KIND)),
-                    chunk_index=int(fields.get("chunk_index", 0)),
                     metadata={k: v for k, v in meta.items() if k not in DRAWER_FIELDS},
                 )
             )
+        places = place(metadatas, [d.id for d in drawers], [d.wing for d in drawers])
+        drawers = [
+            replace(d, source=source, chunk_index=chunk)
+            for d, (source, chunk) in zip(drawers, places, strict=True)
+        ]
         if len({d.id for d in drawers}) != len(drawers):
             raise InvalidQueryError("the same id is given to two texts in one call")
         if not drawers:

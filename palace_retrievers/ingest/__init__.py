@@ -6,6 +6,8 @@
 - :mod:`.chunking`: verbatim chunks of a text by size, on line boundaries, with overlap
   (sources that cut their own segments may reuse :func:`~.chunking.chunk_text`).
 - :mod:`.syncing`: what a sync removes: the sources gone from a mined root, per owner.
+- :mod:`.placing`: where texts filed directly (``add_texts``) sit: their source and their
+  position in it, for the search's neighbour stages.
 
 Embedding, closets and the memories drawn from new drawers are the facade's steps around
 the miner (:meth:`Palace.mine <palace_retrievers.palace.Palace.mine>`). Imports go down:

@@ -18,6 +18,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from palace_retrievers import Drawer, Hit
+from palace_retrievers.ingest.placing import is_call_source
 
 
 def drawer_fields(drawer: Drawer) -> dict[str, Any]:
@@ -62,6 +63,8 @@ def stored_document(drawer: Drawer, defaults: Mapping[str, Any]) -> Document:
         "content_date": drawer.content_date.isoformat() if drawer.content_date else None,
     }
     for key, value in current.items():
+        if key == "source" and is_call_source(drawer.source):
+            continue
         if value is not None and value != defaults.get(key):
             metadata[key] = value
     return Document(id=drawer.id, page_content=drawer.text, metadata=metadata)

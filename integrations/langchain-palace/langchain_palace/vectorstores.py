@@ -22,6 +22,7 @@ from palace_retrievers.records import DRAWER_KIND
 
 from langchain_palace.documents import stored_document
 from langchain_palace.embeddings import LangChainEmbedder, PalaceEmbeddings, as_embeddings
+from langchain_palace.ordering import with_positions
 from langchain_palace.scope import Scope, relevance
 
 Filter = Mapping[str, Any] | None
@@ -48,9 +49,15 @@ class PalaceVectorStore(VectorStore):
     user and text, so adding the same text twice files it once.
 
     Metadata comes back as it was added. The keys ``wing``, ``room``, ``source``,
-    ``kind``, ``user_id`` and ``content_date`` set the drawer's own fields instead; they
-    come back when they differ from the store's defaults (e.g. a mined drawer's
-    ``source``). ``filter`` is a dict: see :mod:`langchain_palace.filters`.
+    ``kind``, ``user_id``, ``content_date`` and ``chunk_index`` set the drawer's own
+    fields instead; all but ``chunk_index`` come back when they differ from the store's
+    defaults (e.g. a mined drawer's ``source``). ``filter`` is a dict: see
+    :mod:`langchain_palace.filters`.
+
+    The texts of one call are ordered within their sources as LangChain's loaders say
+    (``source`` with ``page``, ``seq_num``, ``start_index``; else the order of the call),
+    so that the search reads each chunk beside its neighbours: see
+    :mod:`langchain_palace.ordering`.
 
     Every read and delete sees only the drawers of ``user_id``, and of ``wing`` when it
     is set, as a collection of its own. A store holds drawers, never memories: its
@@ -172,6 +179,7 @@ class PalaceVectorStore(VectorStore):
             or text_id(text=text, wing=str(meta.get("wing") or self._wing), user_id=self.user_id)
             for text, meta, given_id in zip(texts, metas, given, strict=True)
         ]
+        metas = with_positions(metas, self._wing)
         # The palace refuses an id of another user's drawer (InvalidQueryError).
         return self.palace.add_texts(
             texts, metas, full_ids, wing=self._wing, room=self.room, user_id=self.user_id

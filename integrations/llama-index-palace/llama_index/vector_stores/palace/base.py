@@ -24,6 +24,7 @@ from pydantic import PrivateAttr
 from llama_index.vector_stores.palace.embeddings import PalaceEmbedding, made_here
 from llama_index.vector_stores.palace.filters import Test, compile_filters, fetch
 from llama_index.vector_stores.palace.nodes import drawer_nodes, node_record, ref_doc_id
+from llama_index.vector_stores.palace.ordering import placed_records
 
 #: Query modes the palace answers: its search is hybrid (lexical and vector) already,
 #: and MMR picks among its best hits.
@@ -45,7 +46,10 @@ class PalaceVectorStore(BasePydanticVectorStore):
     index makes are filed as they are, not made twice (see
     :mod:`llama_index.vector_stores.palace.embeddings`). Drawers filed otherwise (mined
     files and chats) come back as ``TextNode`` objects whose ``SOURCE`` is their source
-    and whose ``PREVIOUS`` / ``NEXT`` are the chunks around them.
+    and whose ``PREVIOUS`` / ``NEXT`` are the chunks around them. Nodes are filed in
+    their document's order (``ref_doc_id`` and ``PREVIOUS`` / ``NEXT``), so that the
+    search reads each beside its neighbours: see
+    :mod:`llama_index.vector_stores.palace.ordering`.
 
     ``mode="mmr"`` (``vector_store_query_mode="mmr"``) picks ``similarity_top_k`` nodes
     among the best ``mmr_prefetch_k`` (default: ``similarity_top_k`` ×
@@ -153,6 +157,12 @@ class PalaceVectorStore(BasePydanticVectorStore):
             texts.append(text)
             metadatas.append(metadata)
         ids = [node.node_id for node in nodes]
+        metadatas = placed_records(
+            nodes,
+            metadatas,
+            wing=self.wing or "default",
+            filed=lambda known: self._palace.get(known, user_id=self.user_id),
+        )
         embedder = self._palace.embedder
         vectors = [
             node.embedding
