@@ -353,9 +353,14 @@ class Palace:
     ) -> list[str]:
         """File texts as drawers directly (an upsert by id); returns their ids.
 
-        A metadata key among ``wing``, ``room``, ``source``, ``user_id``, ``content_date``
-        and ``kind`` sets that field of its drawer; every other key is kept as metadata.
-        A text with no id gets a deterministic one from its wing, user and text.
+        A metadata key among ``wing``, ``room``, ``source``, ``user_id``, ``content_date``,
+        ``kind`` and ``chunk_index`` sets that field of its drawer; every other key is kept
+        as metadata. A text with no id gets a deterministic one from its wing, user and
+        text. A text with no ``source`` belongs to the source of its call (``"text"`` when
+        it is the only one, else ``"text#<digest of their ids>"``), and one with no
+        ``chunk_index`` gets its rank in the call among the texts of its wing and source,
+        so that the search reads each text beside its neighbours
+        (:mod:`palace_retrievers.ingest.placing`).
 
         An id that already names a drawer of another owner (another ``user_id``, or
         none) is refused, so no caller can overwrite, or take over, another user's drawer.
