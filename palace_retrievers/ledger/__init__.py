@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
 from palace_retrievers.ledger.closet_store import ClosetStore
 from palace_retrievers.ledger.drawer_store import DrawerStore
@@ -54,7 +55,16 @@ class Ledger(ClosetStore, DrawerStore, IndexJournal, MemoryStore, GraphStore, Me
         """Close the ledger's connections."""
 
 
-from palace_retrievers.ledger.sqlite import SQLiteLedger  # noqa: E402  (re-export)
+def __getattr__(name: str) -> Any:
+    """``SQLiteLedger``, imported from :mod:`.sqlite` when it is asked for here: the
+    SQLite ledger is made of this module's :class:`Ledger`, so importing it at the top
+    would be an import cycle."""
+    if name == "SQLiteLedger":
+        from palace_retrievers.ledger.sqlite import SQLiteLedger
+
+        return SQLiteLedger
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ClosetStore",
