@@ -8,8 +8,9 @@ with ``HashEmbedder``, since only where each node is filed is checked.
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
-from llama_index.core import Document
+from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, NodeRelationship, RelatedNodeInfo, TextNode
 from palace_retrievers import Palace
@@ -54,6 +55,33 @@ def test_an_index_inserting_in_batches_continues_the_source(palace: Palace) -> N
     assert filed(palace, "story.txt") == [n.node_id for n in story]
     chunks = [d.chunk_index for d in palace.source_drawers("story.txt", wing="docs")]
     assert chunks == list(range(len(story)))
+
+
+def test_an_index_built_from_documents_files_them_in_order(palace: Palace) -> None:
+    """The whole LlamaIndex path: reader documents, a node parser, an index inserting in
+    batches of four nodes (each batch one ``add``)."""
+    store = PalaceVectorStore(palace=palace, wing="docs")
+    documents = [
+        Document(text=STORY, id_="first.txt"),
+        Document(text=STORY.replace("first", "second"), id_="second.txt"),
+    ]
+    index = VectorStoreIndex.from_documents(
+        documents,
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=store.embed_model,
+        transformations=[SentenceSplitter(chunk_size=64, chunk_overlap=0)],
+        insert_batch_size=4,
+    )
+    for doc in documents:
+        drawers = palace.source_drawers(doc.doc_id, wing="docs")
+        assert len(drawers) > 4
+        assert [d.chunk_index for d in drawers] == list(range(len(drawers)))
+        nodes = store.get_nodes([d.id for d in drawers])
+        assert all(n.ref_doc_id == doc.doc_id for n in nodes)
+        for before, after in pairwise(nodes):
+            assert after.prev_node is not None
+            assert after.prev_node.node_id == before.node_id
+    assert index.index_id
 
 
 def test_nodes_without_relationships_keep_the_calls_order(palace: Palace) -> None:
