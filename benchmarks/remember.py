@@ -34,6 +34,7 @@ Usage::
     .venv/bin/python benchmarks/remember.py --sets blind_team_ops blind_caregivers
     .venv/bin/python benchmarks/remember.py --sets heldout16 heldout17 --deciders shipped
     .venv/bin/python benchmarks/remember.py --speed --baseline-weights DIR  # p50 / p95
+    .venv/bin/python benchmarks/remember.py --speed --deciders shipped --calls 60
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -223,18 +224,19 @@ def palace_for(
     weights: Path | None = None,
     structural: bool = True,
     listwise: bool | None = None,
+    judge_options: dict[str, Any] | None = None,
 ) -> Iterator[Palace]:
     """A palace in a temporary folder with ``[memory]`` ``settings``, the learned judge
     reading its weights from the folder ``weights`` (``None``: the shipped ones), with or
     without its structural matcher, and with or without the list-wise model (``None``: as
     shipped, but never with a ``weights`` folder: the shipped list-wise model reads the
-    shipped pair judges' probabilities)."""
+    shipped pair judges' probabilities), and any other ``judge_options`` of it."""
     learned: dict[str, Any] = {k: str(weights / v) for k, v in WEIGHTS.items()} if weights else {}
     if not structural:
         learned["structural"] = False
     if listwise is not None or weights:
         learned["listwise"] = bool(listwise)
-    judges = {"learned": learned}
+    judges = {"learned": {**learned, **(judge_options or {})}}
     with tempfile.TemporaryDirectory(prefix="palace-remember-bench-") as folder:
         palace = Palace.open(
             Path(folder) / "p",
@@ -548,31 +550,57 @@ def speed(
     memories: int, asks: int, seed: int, deciders: Sequence[str], baseline_weights: Path | None
 ) -> None:
     """``remember`` p50 / p95 for a user who has ``memories`` memories already, for each
-    decider in turn (the same texts, one process)."""
+    decider and for ``shipped`` as it was before the shortlist (every candidate read, the
+    pair reader on PyTorch): the same texts, one process, each text remembered by every
+    palace in turn, so that all meet the same load on a shared machine."""
+    from palace_retrievers.memory.learned import pair_reader
+    from palace_retrievers.memory.slots import slot_of
+
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
     texts = [t for ts in unrelated_texts(set()).values() for t in ts]
     rng = random.Random(seed)
     rng.shuffle(texts)
     kept, asked = texts[:memories], texts[memories : memories + asks]
-    from palace_retrievers.memory.slots import slot_of
-
     vectors = dict(zip(kept, np.asarray(model.embed_documents(kept)), strict=True))
     others = Others({}, memories, vectors, {t: slot_of(t) for t in kept})
-    for decider in deciders:
-        weights = baseline_weights if decider == "baseline" else None
-        with palace_for(DECIDERS[decider], model, weights) as palace:
+    shipped_reader = pair_reader.reader
+    torch_reader = pair_reader.Reader(
+        pair_reader.READER_FILE, pair_reader.base_weights(), onnx=False
+    )
+    runs: dict[str, tuple[Any, bool]] = {
+        decider: (palace_for(DECIDERS[decider], model, weights), False)
+        for decider in deciders
+        for weights in [baseline_weights if decider == "baseline" else None]
+    }
+    if "shipped" in deciders:
+        every = palace_for({}, model, judge_options={"shortlist": 0})
+        runs["shipped, every candidate read, reader on PyTorch"] = (every, True)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    with ExitStack() as stack:
+        palaces = {name: stack.enter_context(run) for name, (run, _) in runs.items()}
+        for palace in palaces.values():
             file_others(palace, "speed", kept, others)
-            palace.remember("warm up the judges", user_id="speed")
-            times = []
-            for text in asked:
-                started = time.perf_counter()
-                palace.remember(text, user_id="speed")
-                times.append((time.perf_counter() - started) * 1000)
-        times.sort()
-        p95 = times[int(0.95 * (len(times) - 1))]
+        try:
+            for k, text in enumerate(["warm up the judges", *asked]):
+                for name, palace in palaces.items():
+                    on_torch = runs[name][1]
+                    pair_reader.reader = (  # type: ignore[assignment]
+                        (lambda path=pair_reader.READER_FILE: torch_reader)
+                        if on_torch
+                        else shipped_reader
+                    )
+                    started = time.perf_counter()
+                    palace.remember(text, user_id="speed")
+                    if k:
+                        times[name].append((time.perf_counter() - started) * 1000)
+        finally:
+            pair_reader.reader = shipped_reader
+    for name, took in times.items():
+        took.sort()
+        p95 = took[int(0.95 * (len(took) - 1))]
         print(
-            f"{decider}: remember with {memories} memories of the user, {len(times)} calls: "
-            f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms",
+            f"{name}: remember with {memories} memories of the user, {len(took)} calls: "
+            f"p50 {statistics.median(took):.1f} ms, p95 {p95:.1f} ms",
             flush=True,
         )
 
@@ -585,6 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="the first N pairs of each set (a smoke run)")
     parser.add_argument("--speed", action="store_true", help="remember p50 / p95 instead")
+    parser.add_argument("--calls", type=int, default=200, help="remember calls timed (--speed)")
     parser.add_argument(
         "--baseline-weights",
         type=Path,
@@ -600,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "baseline" in args.deciders and args.baseline_weights is None and not args.grid:
         parser.error("the baseline decider needs --baseline-weights")
     if args.speed:
-        speed(1000, 200, args.seed, args.deciders, args.baseline_weights)
+        speed(1000, args.calls, args.seed, args.deciders, args.baseline_weights)
         return 0
     if not args.sets:
         parser.error("give --sets, or --speed")

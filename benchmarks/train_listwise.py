@@ -18,6 +18,10 @@ policy of before and the one the rule of ``benchmarks/README.md`` chooses ("Choo
 judges, the gate and the policy"), replayed as ``remember.py --grid`` does, on users with
 1, 2, 5 (:func:`few`) and 200 memories pooled, and each size at the chosen policy.
 
+``--shortlist 3`` replays the lists as the learned judge reads them since it reads only
+a shortlist (the others are new); with the shipped model on the selection rows that
+decides as the whole list does (benchmarks/README.md, "Speed: a shortlist ...").
+
 Usage::
 
     .venv/bin/python benchmarks/train_listwise.py --one-gate --train rows_train.jsonl \\
@@ -44,11 +48,20 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from train_pair_model import forest_trees
 
+from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory.decide import Policy
 from palace_retrievers.memory.judges import LABELS, Opinion
 from palace_retrievers.memory.learned import listwise
 
 TREES, DEPTH, SEED, C = 100, 6, 0, 1.0
+_DEFAULTS = MemoryConfig()
+#: The policy the palace ships (``[memory]`` defaults), printed beside the rule's choice.
+SHIPPED = Policy(
+    _DEFAULTS.supersede_confidence,
+    _DEFAULTS.duplicate_doubt,
+    _DEFAULTS.related_confidence,
+    _DEFAULTS.supersede_margin,
+)
 SHORT = (1, 2, 3, 5, 9)  # the shorter lists' sizes (see sublists)
 FEW = (1, 2, 5)  # users with this many memories, replayed on the --select rows
 GATES = ((8, 4), (12, 6), (16, 8), (20, 10))
@@ -193,6 +206,18 @@ def few(rows: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]
     return lists
 
 
+def shortened(
+    row: dict[str, Any], candidates: Sequence[dict[str, Any]], size: int
+) -> list[dict[str, Any]]:
+    """``candidates`` as the learned judge reads them with a shortlist of ``size``
+    (:func:`listwise.shortlist`; 0: all): the others are never read, so they are new,
+    as a candidate the gate did not let in is."""
+    chosen = listwise.shortlist(
+        [c["text"] for c in candidates], row["new"], [c["cosine"] for c in candidates], size
+    )
+    return [candidates[k] for k in chosen]
+
+
 def gate_recall(rows: Sequence[Judged], lang: str | None = None) -> str:
     hits = [any(r.is_old) for r in rows if r.gold != "new" and lang in (None, r.lang)]
     return f"{sum(hits) / len(hits):.3f}" if hits else "–"
@@ -210,7 +235,7 @@ def report(title: str, rows: Sequence[Judged]) -> list[tuple[Policy, Any]]:
         "| margin | supersede | doubt | related | update P / R | duplicate P / R | hidden true "
         "| dropped update | related | unrelated superseded |\n" + "|---" * 10 + "|"
     )
-    for policy, tally in [r for r in results if r[0] == before] + [chosen]:
+    for policy, tally in [r for r in results if r[0] in (before, SHIPPED)] + [chosen]:
         print(grid_row(policy, tally))
     for lang in ("en", "zh"):
         sub = [r for r in rows if r.lang == lang]
@@ -235,6 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--long-only", action="store_true", help="train on the full lists alone (no sublists)"
     )
+    parser.add_argument(
+        "--shortlist",
+        type=int,
+        default=0,
+        help="replay each --select list as the learned judge reads it: only its shortlist "
+        "of this many (listwise.shortlist; 0: every candidate), the others new",
+    )
     args = parser.parse_args(argv)
     train, select = read(args.train), read(args.select)
     trained_on = sorted({r["set"] for r in train})
@@ -249,13 +281,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out and (vector, lexical) == tuple(args.gate):
             args.out.write_text(json.dumps(spec), encoding="utf-8")
             print(f"wrote {args.out}")
-        lists = [gated(row, vector, lexical) for row in select]
+        lists = [shortened(row, gated(row, vector, lexical), args.shortlist) for row in select]
         plain = judged(select, lists, None)
         print(
             f"\n## gate: {vector} by vector, {lexical} by full text, the slot: gate recall "
             f"{gate_recall(plain)} (en {gate_recall(plain, 'en')}, zh {gate_recall(plain, 'zh')})"
         )
-        sizes = {f"{n} memories": few(select, n) for n in FEW} | {"200 memories": lists}
+        sizes = {
+            f"{n} memories": [
+                shortened(row, chosen, args.shortlist)
+                for row, chosen in zip(select, few(select, n), strict=True)
+            ]
+            for n in FEW
+        } | {"200 memories": lists}
         for name, m in (("pair judges alone", None), ("with the list-wise model", model)):
             by_size = {size: judged(select, chosen, m) for size, chosen in sizes.items()}
             results = report(name, [r for rows in by_size.values() for r in rows])
