@@ -59,9 +59,12 @@ def test_memories_and_drawers_are_searched_together(palace: Palace) -> None:
     recall = 0.6 * parts["relevance"] + 0.2 * parts["importance"]
     recall += 0.1 * parts["freshness"] + 0.1 * parts["heat"]
     assert parts["recall"] == pytest.approx(recall)
-    # The recall score on the drawers' scale: relevance 1 and importance 1 are worth
-    # scores["scale"] (palace_retrievers.memory.scale).
-    on_scale = parts["scale"] * parts["recall"] / (0.6 + 0.2)
+    # On the drawers' scale (palace_retrievers.memory.scale): relevance 1 is worth
+    # scores["scale"], times the memory's standing (its other recall parts).
+    standing = (0.6 + 0.2 * parts["importance"] + 0.1 * parts["freshness"]) / (0.6 + 0.2)
+    standing += 0.1 * parts["heat"] / (0.6 + 0.2)
+    assert parts["standing"] == pytest.approx(standing)
+    on_scale = parts["scale"] * parts["relevance"] * parts["standing"]
     assert hit.score == parts["final"] == pytest.approx(on_scale)
     assert 0 < parts["relevance"] <= 1
     assert hit.as_dict()["is_memory"] is True

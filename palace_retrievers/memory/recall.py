@@ -60,12 +60,17 @@ database to PostgreSQL 15" (0.25). A memory needs a match of at least
 and a memory that held the asked slot during the asked time (``held`` > 0) has a
 relevance of 1: it answers the question, whatever its wording.
 
-**Merge.** A memory hit's score is ``memory.weight × worth × recall /
-(relevance_weight + importance_weight) + memory.slot_weight × held``: ``worth``
-(``scores["scale"]``) is what a relevance of 1 scores beside the drawers (the top drawer
-hit's score over its own relevance, see :mod:`palace_retrievers.memory.scale`), so a
-memory that answers as well as the top drawer, and that its owner asked to keep, scores
-what that drawer scores, and one that answers better ranks above it. The memory that
+**Merge.** A memory hit's score is ``memory.weight × worth × relevance × standing +
+memory.slot_weight × held``: ``worth`` (``scores["scale"]``) is what a relevance of 1
+scores beside the drawers (the top drawer hit's score over its own relevance, see
+:mod:`palace_retrievers.memory.scale`), and ``standing`` is the recall score the memory
+would have at relevance 1 over that of a memory its owner asked to keep (importance 1),
+neither fresh nor recalled (``(relevance_weight + importance_weight × importance +
+freshness_weight × freshness + heat_weight × heat) / (relevance_weight +
+importance_weight)``: 1 for such a memory, 0.825 to 1.25 with the defaults). So relevance
+alone sets the scale: a memory that answers as well as the top drawer, and that its owner
+asked to keep, scores what that drawer scores, one that answers better ranks above it,
+and one that answers worse ranks below it. The memory that
 holds the asked slot at the asked time ranks first (above the drawers too). Drawer hits
 keep their scores untouched, and the two lists are merged by score (ties: by id) and cut
 to ``k``. So drawers rank among themselves exactly as without memories, and a palace with
@@ -268,9 +273,11 @@ def recall_scores(
     }
     scaled = config.weight * recall
     if worth is not None:
-        full = config.relevance_weight + config.importance_weight
-        scaled *= worth / full if full > 0 else worth
+        kept = config.relevance_weight + config.importance_weight
+        standing = (recall + config.relevance_weight * (1 - relevance)) / kept if kept else 1.0
+        scaled = config.weight * worth * relevance * standing
         scores["scale"] = worth
+        scores["standing"] = standing
     scores["final"] = scaled + config.slot_weight * candidate.held
     return scores
 

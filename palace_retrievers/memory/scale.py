@@ -21,10 +21,10 @@ So the two are scored together, with the drawers' own stage:
   as well as the top drawer scores as the top drawer does. With no drawer hit, ``worth``
   is 1 (what the best of a list scores in the fusion).
 
-A memory hit's score is then ``worth × recall / (relevance_weight + importance_weight)``
-(see the recall module): the recall score, scaled so that a memory that answers best and
-that its owner asked to keep (importance 1), neither fresh nor recalled, is worth
-``worth``. Drawer hits keep their scores and their order.
+A memory hit's score is then ``worth × relevance × standing`` (the recall module says what
+``standing`` is: 1 for a memory its owner asked to keep, neither fresh nor recalled), so a
+memory that answers as well as the top drawer scores what that drawer scores. Drawer hits
+keep their scores and their order.
 """
 
 from __future__ import annotations
