@@ -186,3 +186,22 @@ def test_an_unknown_extractor_is_logged_not_fatal(
         palace.mine(write_chat(tmp_path / "c" / "a.jsonl", CHAT), source="text", user_id="u1")
     assert palace.stats().ledger.drawers > 0
     assert "nope" in caplog.text
+
+
+def test_a_conversation_between_people_filed_by_turns_gives_the_named_users_words(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """People talking are filed a drawer per turn, each opening with its day: the turns
+    of the speaker the palace is told is the user are still read as theirs."""
+    palace = open_palace(
+        tmp_path / "palace",
+        backend="sqlite",
+        config={"memory_extractors": {"rules": {"users": ["Melanie"]}}},
+    )
+    people = [
+        ("Caroline", "I live in Lisbon and we use Slack for chat.", "2026-01-05T10:00:00Z"),
+        ("Melanie", "I work at Google.", "2026-01-05T10:00:05Z"),
+    ]
+    palace.mine(write_chat(tmp_path / "c" / "a.jsonl", people), source="text", wing="w")
+    texts = {m.text for m in palace.memories()}
+    assert texts == {"I work at Google"}, texts

@@ -13,11 +13,13 @@ from palace_plugins.builtin.sources.conversations import (
     USER,
     Chunking,
     Turn,
+    conversation_segments,
     exchanges,
     note,
     packed,
     render,
     segments,
+    turn_segments,
     utc,
 )
 from palace_plugins.builtin.sources.reading import (
@@ -115,6 +117,43 @@ def test_empty_exchanges_make_no_segment_and_no_gap_in_the_numbering() -> None:
     groups = [[u("one")], [u("   ")], [u("two")]]
     cut = segments(groups, session="s", chunking=Chunking(800, 100), render=lambda g: g[0].text)
     assert [(s.text, s.metadata["exchange"]) for s in cut] == [("one", 0), ("two", 1)]
+
+
+def test_between_people_each_turn_is_a_segment_of_its_exchange() -> None:
+    t0 = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    turns = [
+        Turn("Ann", "I moved to Porto.", time=t0, id="1", line_start=1, line_end=1),
+        Turn("Bo", "Nice!", id="2", line_start=2, line_end=2),
+        Turn("Bo", "   "),
+        Turn("Ann", "x " * 500, id="3"),
+    ]
+    cut = conversation_segments(turns, session="s", chunking=Chunking(800, 100))
+    assert cut == turn_segments(exchanges(turns), session="s", chunking=Chunking(800, 100))
+    # The day it was said opens a timed turn's text.
+    assert [s.text for s in cut[:2]] == ["[2 January 2024]\nAnn: I moved to Porto.", "Bo: Nice!"]
+    assert dict(cut[0].metadata) == {
+        "session": "s",
+        "exchange": 0,
+        "speakers": ["Ann"],
+        "message_ids": ["1"],
+        "time_start": "2024-01-02T03:04:05+00:00",
+        "time_end": "2024-01-02T03:04:05+00:00",
+        "speaker": "Ann",
+    }
+    assert (cut[0].line_start, cut[0].line_end, cut[0].content_date) == (1, 1, t0)
+    assert cut[1].metadata["exchange"] == 0
+    # A blank turn makes no segment; a long turn is cut into parts of its exchange.
+    parts = cut[2:]
+    assert len(parts) > 1
+    assert [s.metadata["part"] for s in parts] == list(range(1, len(parts) + 1))
+    assert {(s.metadata["exchange"], s.metadata["speaker"]) for s in parts} == {(1, "Ann")}
+
+
+def test_with_a_user_a_conversation_is_cut_into_exchanges() -> None:
+    turns = [u("q", id="m1"), a("r", id="m2"), u("q2", id="m3")]
+    cut = conversation_segments(turns, session="s", chunking=Chunking(800, 100))
+    assert cut == segments(exchanges(turns), session="s", chunking=Chunking(800, 100))
+    assert [s.metadata["message_ids"] for s in cut] == [["m1", "m2"], ["m3"]]
 
 
 @pytest.mark.parametrize(

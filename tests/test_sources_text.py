@@ -7,12 +7,14 @@ shapes). Retrieval quality is not the point here, so palaces use the FAKE embedd
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from palace_plugins.builtin.sources import text as text_source
 from palace_plugins.builtin.sources.text import TextSource, transcript_turns
 from palace_retrievers import ConfigError, Filter, Palace, SourceError
 from palace_retrievers.records import Drawer
@@ -79,28 +81,65 @@ def test_generic_jsonl_sessions_times_and_ids(fake_palace: Palace, chats: Path) 
     sessions = {d.metadata["session"] for d in found}
     assert sessions == {"conv-26/session_1", "conv-26/session_2"}
     one = [d for d in found if d.metadata["session"] == "conv-26/session_1"]
-    assert [d.metadata["message_ids"] for d in one] == [["D1:1", "D1:2"], ["D1:3", "D1:4"]]
+    # Nobody is the user (two people talking): a drawer per turn, each of its exchange.
+    assert exchanges_of(one) == [["D1:1", "D1:2"], ["D1:3", "D1:4"]]
+    assert [d.metadata["message_ids"] for d in one] == [["D1:1"], ["D1:2"], ["D1:3"], ["D1:4"]]
+    assert [d.metadata["speaker"] for d in one[:2]] == ["Caroline", "Melanie"]
+    assert [d.metadata["speakers"] for d in one[:2]] == [["Caroline"], ["Melanie"]]
+    # A turn's text starts with the day it was said (UTC), when the export gives it.
     assert one[0].text == (
-        "Caroline: Hey Mel! I went to an LGBTQ support group yesterday and it was so powerful."
-        "\n\nMelanie: That's great, Caroline! What did you talk about?"
+        "[8 May 2023]\nCaroline: Hey Mel! I went to an LGBTQ support group yesterday and it "
+        "was so powerful."
     )
+    assert one[1].text == "[8 May 2023]\nMelanie: That's great, Caroline! What did you talk about?"
     # +02:00 in the source, UTC in the palace.
     assert one[0].metadata["time_start"] == "2023-05-08T11:56:00+00:00"
-    assert one[0].metadata["time_end"] == "2023-05-08T11:57:00+00:00"
+    assert one[1].metadata["time_end"] == "2023-05-08T11:57:00+00:00"
     assert one[0].content_date is not None
     assert one[0].content_date.isoformat() == "2023-05-08T11:56:00+00:00"
-    assert (one[0].line_start, one[0].line_end) == (1, 2)
+    assert [(d.line_start, d.line_end) for d in one[:2]] == [(1, 1), (2, 2)]
     assert one[0].source.endswith("locomo-sample.jsonl#conv-26/session_1")
 
     two = [d for d in found if d.metadata["session"] == "conv-26/session_2"]
     # Melanie speaks first in session 2, so her turns open its exchanges.
-    assert [d.metadata["speakers"] for d in two] == [["Melanie", "Caroline"], ["Melanie"]]
+    assert [
+        [d.metadata["speaker"] for d in two if d.metadata["exchange"] == n] for n in (0, 1)
+    ] == [
+        ["Melanie", "Caroline"],
+        ["Melanie"],
+    ]
     # An epoch number and a time without an offset (taken as UTC).
     assert two[0].metadata["time_start"] == "2023-05-14T14:00:00+00:00"
-    assert two[0].metadata["time_end"] == "2023-05-14T15:05:00+00:00"
-    assert "time_start" not in two[1].metadata  # "last Sunday" is no time
-    assert two[1].content_date is None
-    assert two[1].metadata["message_ids"] == ["D2:4"]
+    assert two[1].metadata["time_end"] == "2023-05-14T15:05:00+00:00"
+    assert "time_start" not in two[2].metadata  # "last Sunday" is no time
+    assert two[2].content_date is None
+    assert two[2].text == "Melanie: They loved it, and Oscar found a crab."
+    assert two[2].metadata["message_ids"] == ["D2:4"]
+
+
+def test_a_chat_with_a_user_keeps_one_drawer_per_exchange(
+    fake_palace: Palace, tmp_path: Path
+) -> None:
+    chat = tmp_path / "chat.jsonl"
+    records = [
+        {"speaker": "user", "text": "Where is the copper kettle?", "id": "m1"},
+        {"speaker": "assistant", "text": "On the top shelf.", "id": "m2"},
+        {"speaker": "user", "text": "And the brass key?", "id": "m3"},
+    ]
+    chat.write_text("".join(json.dumps(r) + "\n" for r in records))
+    fake_palace.mine(chat, source="text", wing="w")
+    found = drawers(fake_palace, "w")
+    assert [d.metadata["message_ids"] for d in found] == [["m1", "m2"], ["m3"]]
+    assert "speaker" not in found[0].metadata
+    assert found[0].text == "user: Where is the copper kettle?\n\nassistant: On the top shelf."
+
+
+def exchanges_of(found: list[Drawer]) -> list[list[str]]:
+    """The turns' ids of each exchange of ``found`` (one session's drawers, in order)."""
+    out: dict[int, list[str]] = {}
+    for drawer in found:
+        out.setdefault(drawer.metadata["exchange"], []).extend(drawer.metadata["message_ids"])
+    return list(out.values())
 
 
 def test_quoted_transcript_keeps_title_and_exact_lines(fake_palace: Palace, chats: Path) -> None:
@@ -123,6 +162,21 @@ def test_mining_again_changes_nothing(fake_palace: Palace, chats: Path) -> None:
     again = fake_palace.mine(chats, source="text", wing="chats")
     assert (again.mined, again.unchanged) == (0, first.mined)
     assert fake_palace.ledger.drawer_ids(Filter(wing="chats")) == ids
+
+
+def test_a_session_read_again_after_a_new_cut_is_filed_again(
+    fake_palace: Palace, chats: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How a palace mined before a change of the JSONL cut gets the new drawers: the
+    session's content hash names the cut, so a session read again (its file's mtime
+    changed, or a fresh export) is filed again even though its records are the same."""
+    export = chats / "chats" / "locomo-sample.jsonl"
+    fake_palace.mine(export, source="text", wing="w")
+    monkeypatch.setattr(text_source, "JSONL_CUT", text_source.JSONL_CUT + 1)
+    assert fake_palace.mine(export, source="text", wing="w").mined == 0  # not read
+    stat = export.stat()
+    os.utime(export, (stat.st_atime, stat.st_mtime + 10))
+    assert fake_palace.mine(export, source="text", wing="w").mined == 2  # both sessions
 
 
 def test_keys_do_not_depend_on_where_the_export_lies(tmp_path: Path) -> None:

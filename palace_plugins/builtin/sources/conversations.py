@@ -16,10 +16,18 @@ chunk, render and describe a conversation the same way:
 - **Segments.** Each exchange becomes one :class:`~palace_retrievers.sources.Segment`;
   one longer than ``chunk_size`` characters is cut with the palace's own chunker into
   parts that carry the same metadata plus ``part`` and ``parts``.
+- **Turns between people.** When no turn has the ``user`` role (people talking, nobody
+  asking an assistant), :func:`conversation_segments` makes each *turn* a segment
+  instead (:func:`turn_segments`): the exchange there is only the first speaker's turns
+  and the replies to them, and one drawer for two people's words blends them into one
+  vector and hides whose they are. Each turn keeps its exchange's index (``exchange``),
+  so the exchange is still the drawers of its session with that index, in order.
 - **Metadata.** Every segment carries ``session``, ``speakers`` (in order of first word),
   ``message_ids`` (the source's own ids), ``exchange`` (its index in the session) and,
   when the source knows them, ``time_start`` and ``time_end`` as ISO-8601 strings in UTC;
-  the segment's ``content_date`` is the time of its first timed turn.
+  the segment's ``content_date`` is the time of its first timed turn. A turn's segment
+  also names its ``speaker`` (what the search's speaker stage reads), and its text opens
+  with the day it was said on a line of its own (``[8 May 2023]``), when known.
 """
 
 from __future__ import annotations
@@ -234,20 +242,64 @@ def segments(
             continue
         meta = describe(group, session=session, index=index) | dict(extra(group) if extra else {})
         index += 1
-        lines = [t.line_start for t in group if t.line_start] + [
-            t.line_end for t in group if t.line_end
-        ]
-        first, last = (min(lines), max(lines)) if lines else (None, None)
-        date = min((t.time for t in group if t.time is not None), default=None)
-        if len(text) <= chunking.size:
-            out.append(Segment(text, first, last, date, meta))
-            continue
-        parts = chunk_text(text, size=chunking.size, overlap=chunking.overlap)
-        for number, part in enumerate(parts, start=1):
-            out.append(
-                Segment(part.text, first, last, date, meta | {"part": number, "parts": len(parts)})
-            )
+        out += _cut(group, text, meta, chunking)
     return tuple(out)
+
+
+def turn_segments(
+    groups: Iterable[Sequence[Turn]], *, session: str, chunking: Chunking
+) -> tuple[Segment, ...]:
+    """One segment per turn of ``groups`` (more when it is too long), each described as
+    its own turn (``speaker``, ``speakers``, ``message_ids``, times) of its exchange
+    (``exchange``: the exchange's index, numbered as :func:`segments` numbers them).
+
+    A timed turn's text opens with the day it was said, on a line of its own
+    (``[8 May 2023]``, UTC): a hit shows when, and a question asking when finds it (a
+    turn between people seldom says its date, the exchange around it is not there).
+    """
+    out: list[Segment] = []
+    index = 0
+    for group in groups:
+        cut: list[Segment] = []
+        for turn in group:
+            if turn.text.strip():
+                text = render([turn]).strip()
+                if turn.time is not None:  # on a line of its own: the label opens the next
+                    text = f"[{day(turn.time)}]\n{text}"
+                meta = describe([turn], session=session, index=index) | {"speaker": turn.speaker}
+                cut += _cut([turn], text, meta, chunking)
+        if cut:
+            index += 1
+            out += cut
+    return tuple(out)
+
+
+def conversation_segments(
+    turns: Sequence[Turn], *, session: str, chunking: Chunking
+) -> tuple[Segment, ...]:
+    """The segments of a conversation: its exchanges when someone in it is the user
+    (:func:`segments`), its turns when nobody is (:func:`turn_segments`)."""
+    if any(t.role == USER for t in turns):
+        return segments(exchanges(turns), session=session, chunking=chunking)
+    return turn_segments(exchanges(turns), session=session, chunking=chunking)
+
+
+def _cut(
+    group: Sequence[Turn], text: str, meta: dict[str, Any], chunking: Chunking
+) -> list[Segment]:
+    """``text``, the rendering of ``group``, as one segment, or as parts when too long."""
+    lines = [t.line_start for t in group if t.line_start] + [
+        t.line_end for t in group if t.line_end
+    ]
+    first, last = (min(lines), max(lines)) if lines else (None, None)
+    date = min((t.time for t in group if t.time is not None), default=None)
+    if len(text) <= chunking.size:
+        return [Segment(text, first, last, date, meta)]
+    parts = chunk_text(text, size=chunking.size, overlap=chunking.overlap)
+    return [
+        Segment(part.text, first, last, date, meta | {"part": number, "parts": len(parts)})
+        for number, part in enumerate(parts, start=1)
+    ]
 
 
 def utc(value: Any) -> datetime | None:
@@ -280,9 +332,30 @@ def utc(value: Any) -> datetime | None:
     return None
 
 
+def day(moment: datetime) -> str:
+    """The UTC day of ``moment`` as people write it, in English whatever the locale:
+    ``8 May 2023``."""
+    moment = moment.astimezone(UTC)
+    return f"{moment.day} {_MONTHS[moment.month - 1]} {moment.year}"
+
+
 def iso(moment: datetime) -> str:
     """``moment`` as an ISO-8601 string in UTC."""
     return moment.astimezone(UTC).isoformat()
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)

@@ -10,8 +10,10 @@ apart by themselves:
   required; ``session`` defaults to the file's name, ``speaker`` to ``unknown``. A file
   gives one entry per session (in order of first appearance), keyed
   ``text:<path>#<session>``. A speaker (or role) named user/human is the user, and
-  assistant/ai/bot the assistant; with neither, the first speaker of a session opens
-  each exchange.
+  assistant/ai/bot the assistant: a session with a user is filed as exchanges; one with
+  none (people talking) a drawer per turn, each naming its exchange (the first speaker
+  of a session opens each), see
+  :func:`~palace_plugins.builtin.sources.conversations.conversation_segments`.
 - **Transcript**: ``User:``/``Assistant:`` markers (also ``Human:``/``AI:``, any case,
   optionally in markdown bold) when both kinds occur, else ``> `` quoted lines as the
   user's turns with the unquoted lines after them as the reply. A file is one entry,
@@ -39,6 +41,7 @@ from palace_plugins.builtin.sources.conversations import (
     Chunking,
     ConversationSource,
     Turn,
+    conversation_segments,
     exchanges,
     mining_root,
     segments,
@@ -62,6 +65,10 @@ JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 USER_NAMES = frozenset({"user", "human"})
 ASSISTANT_NAMES = frozenset({"assistant", "ai", "bot"})
 ROOM = "general"
+#: Bumped when the drawers cut from a JSONL session change (2: a drawer per turn when
+#: nobody is the user), so that a session read again is filed again even if its records
+#: are the same.
+JSONL_CUT = 2
 
 _MARKER = re.compile(r"^\s*\**\s*(user|human|assistant|ai)\s*\**\s*:\s*\**\s?(.*)$", re.I)
 _QUOTE = re.compile(r"^\s*>")
@@ -184,11 +191,11 @@ def _jsonl_document(
     session: _Session, *, path: Path, chunking: Chunking, problems: Problems
 ) -> SourceDocument:
     turns = [_turn(n, r, str(path), problems) for n, r in session.records]
-    cut = segments(exchanges(turns), session=session.name, chunking=chunking)
+    cut = conversation_segments(turns, session=session.name, chunking=chunking)
     canonical = json.dumps(session.records, sort_keys=True, ensure_ascii=False, default=str)
     return SourceDocument(
         text="\n\n".join(s.text for s in cut),
-        content_hash=digest(canonical, length=64),
+        content_hash=digest(canonical, f"cut {JSONL_CUT}", length=64),
         room=ROOM,
         metadata={"format": "chat-jsonl"},
         segments=cut,
