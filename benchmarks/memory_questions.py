@@ -20,10 +20,11 @@ Each question is asked once through the one search pipeline, as a user gets it:
 answer's rank in that list gives hit@1, hit@3 and MRR (0 when it is not in the ten),
 per writer and by the answer's kind (memory / document).
 
-Two systems in the same run, on the same palaces: **palace** (the defaults: memories
-scored on the drawers' scale, see :mod:`palace_retrievers.memory.recall`) and **recall
-merge** (``memory.scale = "recall"``: a memory's recall score merged beside the drawers'
-fused scores, the merge before). A memory answer that ``remember`` did not keep current
+Two systems in the same run, each asking its own copy of the same filled palaces (a
+search warms the memories it returns): **palace** (the defaults: memories scored on the
+drawers' scale, see :mod:`palace_retrievers.memory.scale`) and **recall merge**
+(``memory.scale = "recall"``: a memory's recall score merged beside the drawers' fused
+scores, the merge before). A memory answer that ``remember`` did not keep current
 (taken for a duplicate or an update of another memory) counts as a miss and is counted.
 
 Usage::
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -144,12 +146,18 @@ def run(
             kinds.update((d["id"], "document") for d in scenario["documents"])
             texts = {m["id"]: m["text"] for m in scenario["memories"]}
             texts.update((d["id"], d["text"]) for d in scenario["documents"])
-            with tempfile.TemporaryDirectory(prefix="palace-mq-") as where:
-                with Palace.open(where, config=dict(extra)) as palace:
+            with tempfile.TemporaryDirectory(prefix="palace-mq-") as folder:
+                filled = Path(folder) / "filled"
+                with Palace.open(filled, config=dict(extra)) as palace:
                     ids, _ = fill(palace, scenario)
                     current = {m.id for m in palace.memories(user_id=USER, limit=10_000)}
                     back = {v: k for k, v in ids.items()}
-                for system, overrides in SYSTEMS.items():
+                for n, (system, overrides) in enumerate(SYSTEMS.items()):
+                    # Each system asks a copy of the filled palace: a search counts the
+                    # memories it returns as recalled (their heat), so one system's
+                    # questions must not warm the memories another one ranks.
+                    where = Path(folder) / f"system{n}"
+                    shutil.copytree(filled, where)
                     config = merged(extra, overrides)
                     with Palace.open(where, config=config) as palace:
                         for question in scenario["questions"]:
