@@ -328,3 +328,25 @@ def test_the_judges_read_the_pairs_before_the_writer_lock_and_only_once(
     assert palace.remember(NEW, user_id="u1").action == "updated"
     assert fixed.asked == [(OLD, NEW)]  # judged once, before the lock; reused under it
     assert under_lock == [False]
+
+
+def test_the_judges_embed_only_what_the_palace_has_no_vector_for(
+    open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real MiniLM and shipped judges: the pair model's embeddings of the new text and of
+    the old memories come from the palace (the new text's vector, the stored ones); only
+    the texts it derives (templates and values) are embedded for it."""
+    palace = open_palace(tmp_path / "p", fake=False)
+    palace.remember(OLD, user_id="u1")
+    embedded: list[str] = []
+    embed = palace._remembering._embed
+
+    def spy(texts: Sequence[str]) -> Any:
+        embedded.extend(texts)
+        return embed(texts)
+
+    monkeypatch.setattr(palace._remembering, "_embed", spy)
+    assert palace.remember(NEW, user_id="u1").action in ("updated", "added")
+    assert embedded.count(NEW) == 1  # once, by the palace itself
+    assert OLD not in embedded
+    assert len(embedded) > 1  # the pair model's own texts were embedded

@@ -361,7 +361,12 @@ class Remembering:
             for old, sim in found
             if old.text != text and (old.text, text) not in judged
         ]
-        name, failure = self._ask(asked, judged)
+        known: dict[str, Any] = {}
+        if asked:  # the vectors the palace has: a judge that embeds them is not re-run
+            stored = self._ledger.memory_vectors([old.id for old, _ in found])
+            known = {old.text: stored[old.id] for old, _ in found if old.id in stored}
+            known[text] = vector
+        name, failure = self._ask(asked, judged, known)
         verdicts = []
         for old, _ in found:
             if old.text == text:
@@ -376,15 +381,19 @@ class Remembering:
         settled = settle(verdicts, self._policy)
         return [(old, verdict, sim) for (old, sim), verdict in zip(found, settled, strict=True)]
 
-    def _ask(self, pairs: list[Pair], judged: Judged) -> tuple[str, str | None]:
+    def _ask(
+        self, pairs: list[Pair], judged: Judged, known: Mapping[str, Any] | None = None
+    ) -> tuple[str, str | None]:
         """Ask the judge about ``pairs`` into ``judged``; its name, and why it failed
-        (``None`` when it did not)."""
+        (``None`` when it did not). The judge's embedder answers the texts of ``known``
+        (the new text's vector, the old memories' stored ones) without embedding them."""
         name, judge = self._judge_source()
         if not pairs:
             return name, None
+        embed = _Known(self._embed, known or {})
         try:
             opinions = check_opinions(
-                name, pairs, judge.judge(pairs, JudgeContext(embed=self._embed, model=self._model))
+                name, pairs, judge.judge(pairs, JudgeContext(embed=embed, model=self._model))
             )
         except Exception as exc:  # never supersede on a failure: the pairs stay undecided
             log.warning("the memory judge %r failed (%s: %s)", name, type(exc).__name__, exc)
@@ -563,3 +572,21 @@ def _why(verdict: Verdict | None) -> dict[str, Any]:
         "confidence": round(verdict.confidence, 4),
         "reasons": list(verdict.reasons),
     }
+
+
+class _Known:
+    """An embedder that answers the texts of ``known`` from it and embeds only the rest
+    (in one call), keeping what it embedded for the next call."""
+
+    def __init__(self, embed: Callable[[Sequence[str]], Vectors], known: Mapping[str, Any]):
+        self._embed = embed
+        self._known = dict(known)
+
+    def __call__(self, texts: Sequence[str]) -> Vectors:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._known))
+        if missing:
+            self._known.update(zip(missing, np.asarray(self._embed(missing)), strict=True))
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        out: Vectors = np.stack([np.asarray(self._known[t], dtype=np.float32) for t in texts])
+        return out
