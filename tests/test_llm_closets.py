@@ -388,3 +388,24 @@ def test_a_palace_created_with_a_model_in_code_opens_again(
     assert palace.config.closets.extractor == "llm"
     with pytest.raises(ConfigError, match="model"):
         palace.closet_extractor()
+
+
+class WrongShape(SectionReader):
+    """The FAKE model, answering its tool call with arguments of the wrong shape."""
+
+    def answer(self, human: str) -> dict[str, Any]:
+        return {"closets": "not a list"}
+
+
+def test_a_structured_answer_of_the_wrong_shape_falls_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = WrongShape()
+    extractor = LLMClosetExtractor({"model": model})
+    with caplog.at_level(logging.WARNING):
+        (entry,) = extractor.extract(drawers=drawers(["On 12 March 2026 Alice Moreau left."]))
+    assert model.tools_seen == ["closets"]
+    assert "Alice Moreau" in entry.entities  # the regex closet
+    assert "not of the asked shape" in caplog.text
+    with pytest.raises(ModelAnswerError, match="not of the asked shape"):
+        LLMClosetExtractor({"model": model, "fallback": ""}).extract(drawers=drawers(["Bob"]))
