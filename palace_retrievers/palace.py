@@ -14,13 +14,14 @@ method's signature and documentation are here, and each body is one delegating c
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from palace_plugins.manager import PluginManager
 from palace_retrievers import config as config_module
@@ -31,9 +32,7 @@ from palace_retrievers.errors import PalaceNotFoundError, PluginError
 from palace_retrievers.facade.answers import ANSWERS_FILE, Answers
 from palace_retrievers.facade.drawers import Drawers, where
 from palace_retrievers.facade.filing import Filing
-from palace_retrievers.facade.memories import Memories, nearest
 from palace_retrievers.facade.model import Model, check_embedder
-from palace_retrievers.facade.searching import Searching
 from palace_retrievers.facade.selected import SelectedPlugins
 from palace_retrievers.facade.transfer import Transfer
 from palace_retrievers.facade.writer import Writer
@@ -42,10 +41,6 @@ from palace_retrievers.ingest.mining import MineReport
 from palace_retrievers.ingest.syncing import EVERY_OWNER, Owner, SyncReport
 from palace_retrievers.ledger import Ledger, LedgerStats
 from palace_retrievers.ledger.open_ledger import ledger_exists, open_ledger
-from palace_retrievers.memory.extraction import MemoryExtractor
-from palace_retrievers.memory.judges import MemoryJudge
-from palace_retrievers.memory.recall import Recall
-from palace_retrievers.memory.remembering import Remembering
 from palace_retrievers.records import Drawer, Hit
 from palace_retrievers.records.memories import (
     ForgetReport,
@@ -59,6 +54,15 @@ from palace_retrievers.search.indexes import IndexSet, IndexStatus, Progress
 from palace_retrievers.transfer.export import EVERYONE
 from palace_retrievers.transfer.importing import ImportReport
 
+if TYPE_CHECKING:
+    from palace_retrievers.facade.memories import Memories
+    from palace_retrievers.facade.searching import Searching
+    from palace_retrievers.memory.extraction import MemoryExtractor
+    from palace_retrievers.memory.judges import MemoryJudge
+    from palace_retrievers.memory.keeping import MemoryKeeping
+    from palace_retrievers.memory.recall import Recall
+    from palace_retrievers.memory.remembering import Remembering
+
 DEFAULT_PATH = Path("~/.palace/default")
 
 Time = datetime | date | str | float | int
@@ -67,6 +71,16 @@ Time = datetime | date | str | float | int
 def default_path() -> Path:
     """``$PALACE_PATH`` if set, else ``~/.palace/default``."""
     return Path(os.environ.get("PALACE_PATH") or DEFAULT_PATH).expanduser()
+
+
+@dataclass(frozen=True, slots=True)
+class _MemorySide:
+    """What :meth:`Palace._built` makes on first use."""
+
+    recall: Recall
+    remembering: Remembering
+    memories: Memories
+    searching: Searching
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,50 +138,15 @@ class Palace:
             embed_query=self._model.embed_query,
             config=config.search,
         )
-        self._recall = Recall(
-            ledger=ledger, indexes=indexes, config=config.memory, search=config.search
-        )
-        self._remembering = Remembering(
-            ledger=ledger,
-            config=config,
-            embed=self._model.embed,
-            model=embedder.model_name,
-            writing=partial(self._writer.writing, queue=True),
-            sync_index=self._writer.sync_held,
-            claim_model=self._model.claim,
-            judge=self._selected.memory_judge,
-            nearest=partial(nearest, ledger, indexes),
-        )
-        self._keeping = self._remembering.keeping
-        self._memories = Memories(
-            config=config,
-            ledger=ledger,
-            indexes=indexes,
-            kg=self.kg,
-            remembering=self._remembering,
-            recall=self._recall,
-            model=self._model,
-            writer=self._writer,
-            selected=self._selected,
-            search=self.search,
-        )
-        self._searching = Searching(
-            config=config,
-            ledger=ledger,
-            indexes=indexes,
-            model=self._model,
-            pipeline=self._pipeline,
-            recall=self._recall,
-            kg=self.kg,
-            touch=self._memories.touch,
-        )
+        self._memory_side: _MemorySide | None = None
+        self._making = threading.Lock()
         self._filing = Filing(
             config=config,
             ledger=ledger,
             model=self._model,
             writer=self._writer,
             selected=self._selected,
-            extract_memories=self._memories.extract,
+            extract_memories=lambda drawers: self._memories.extract(drawers),
         )
         self._drawers = Drawers(
             config=config,
@@ -181,6 +160,80 @@ class Palace:
         self._transfer = Transfer(
             path=path, ledger=ledger, model=self._model, filing=self._filing, writer=self._writer
         )
+
+    def _built(self) -> _MemorySide:
+        """The memories' collaborators, and the searching that merges a search's memory
+        hits with its drawer hits, made when first used: a one-shot command that neither
+        searches nor reads a memory (``palace status``) does not import them."""
+        side = self._memory_side
+        if side is not None:
+            return side
+        with self._making:
+            if self._memory_side is None:
+                from palace_retrievers.facade.memories import Memories, nearest
+                from palace_retrievers.facade.searching import Searching
+                from palace_retrievers.memory.recall import Recall
+                from palace_retrievers.memory.remembering import Remembering
+
+                ledger, indexes, config = self.ledger, self.indexes, self.config
+                recall = Recall(
+                    ledger=ledger, indexes=indexes, config=config.memory, search=config.search
+                )
+                remembering = Remembering(
+                    ledger=ledger,
+                    config=config,
+                    embed=self._model.embed,
+                    model=self.embedder.model_name,
+                    writing=partial(self._writer.writing, queue=True),
+                    sync_index=self._writer.sync_held,
+                    claim_model=self._model.claim,
+                    judge=self._selected.memory_judge,
+                    nearest=partial(nearest, ledger, indexes),
+                )
+                memories = Memories(
+                    config=config,
+                    ledger=ledger,
+                    indexes=indexes,
+                    kg=self.kg,
+                    remembering=remembering,
+                    recall=recall,
+                    model=self._model,
+                    writer=self._writer,
+                    selected=self._selected,
+                    search=self.search,
+                )
+                searching = Searching(
+                    config=config,
+                    ledger=ledger,
+                    indexes=indexes,
+                    model=self._model,
+                    pipeline=self._pipeline,
+                    recall=recall,
+                    kg=self.kg,
+                    touch=memories.touch,
+                )
+                self._memory_side = _MemorySide(recall, remembering, memories, searching)
+            return self._memory_side
+
+    @property
+    def _recall(self) -> Recall:
+        return self._built().recall
+
+    @property
+    def _remembering(self) -> Remembering:
+        return self._built().remembering
+
+    @property
+    def _keeping(self) -> MemoryKeeping:
+        return self._built().remembering.keeping
+
+    @property
+    def _memories(self) -> Memories:
+        return self._built().memories
+
+    @property
+    def _searching(self) -> Searching:
+        return self._built().searching
 
     # -- opening ------------------------------------------------------------------------
 
@@ -283,7 +336,8 @@ class Palace:
 
     def close(self) -> None:
         """Close the indexes and the ledger."""
-        self._searching.close()
+        if self._memory_side is not None:
+            self._memory_side.searching.close()
         self.indexes.close()
         self.ledger.close()
         self._selected.answers.close()

@@ -9,7 +9,7 @@ palace's :class:`~palace_retrievers.facade.answers.Answers`.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from palace_plugins.manager import PluginManager
 from palace_retrievers.closets import PALACE_SETTINGS as CLOSET_SETTINGS
@@ -17,9 +17,11 @@ from palace_retrievers.closets import ClosetExtractor
 from palace_retrievers.config import Config
 from palace_retrievers.errors import PluginError
 from palace_retrievers.facade.answers import Answers
-from palace_retrievers.memory.extraction import MemoryExtractor
-from palace_retrievers.memory.judges import MemoryJudge
 from palace_retrievers.sources import PALACE_SETTINGS, Source
+
+if TYPE_CHECKING:
+    from palace_retrievers.memory.extraction import MemoryExtractor
+    from palace_retrievers.memory.judges import MemoryJudge
 
 T = TypeVar("T")
 
@@ -67,6 +69,8 @@ class SelectedPlugins:
             PluginNotFoundError: no installed plugin provides the extractor.
             PluginError: its factory did not return a ``MemoryExtractor``.
         """
+        from palace_retrievers.memory.extraction import MemoryExtractor
+
         name = self._config.memory.extractor
         if not name:
             return None
@@ -86,6 +90,8 @@ class SelectedPlugins:
             PluginNotFoundError: no installed plugin provides the judge.
             PluginError: its factory did not return a ``MemoryJudge``.
         """
+        from palace_retrievers.memory.judges import MemoryJudge
+
         name = self._config.memory.judge
         if self.judge is None:
             self.judge = checked(
