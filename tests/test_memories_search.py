@@ -60,9 +60,8 @@ def test_memories_and_drawers_are_searched_together(palace: Palace) -> None:
     recall += 0.1 * parts["freshness"] + 0.1 * parts["heat"]
     assert parts["recall"] == pytest.approx(recall)
     # On the drawers' scale (palace_retrievers.memory.scale): relevance 1 is worth
-    # scores["scale"], times the memory's standing (its other recall parts).
+    # scores["scale"], times the memory's standing (importance and freshness; not heat).
     standing = (0.6 + 0.2 * parts["importance"] + 0.1 * parts["freshness"]) / (0.6 + 0.2)
-    standing += 0.1 * parts["heat"] / (0.6 + 0.2)
     assert parts["standing"] == pytest.approx(standing)
     on_scale = parts["scale"] * parts["relevance"] * parts["standing"]
     assert hit.score == parts["final"] == pytest.approx(on_scale)

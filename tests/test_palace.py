@@ -40,8 +40,11 @@ def chroma_ids(palace_dir: Path, collection: str = "palace_drawers") -> set[str]
 def test_finds_who_owns_the_ios_release(sample_palace: Palace) -> None:
     hits = sample_palace.search("who owns the iOS release?", k=3)
     assert len(hits) == 3
-    assert "docs/onboarding.md" in [relative(h) for h in hits]
-    best = next(h for h in hits if relative(h) == "docs/onboarding.md")
+    # Mining extracted memories too ("Chen Wei owns the Android release"); on the drawers'
+    # scale such a memory may share the list (palace_retrievers.memory.scale).
+    drawers = [h for h in hits if not h.is_memory]
+    assert "docs/onboarding.md" in [relative(h) for h in drawers]
+    best = next(h for h in drawers if relative(h) == "docs/onboarding.md")
     assert "Bashir Rahimi" in best.text
     source_text = Path(best.source).read_text(encoding="utf-8")
     assert best.text in source_text  # verbatim
@@ -59,7 +62,8 @@ def test_finds_who_owns_the_ios_release(sample_palace: Palace) -> None:
 )
 def test_other_sample_queries(sample_palace: Palace, query: str, expected: str) -> None:
     hits = sample_palace.search(query, k=3)
-    assert any(relative(h).startswith(expected) for h in hits)
+    # A memory mined from the corpus may share the list (see the test above).
+    assert any(relative(h).startswith(expected) for h in hits if not h.is_memory)
 
 
 def test_drawers_carry_their_origin(sample_palace: Palace) -> None:

@@ -17,7 +17,8 @@ QUERY = "who owns the iOS release?"
 
 
 def top_sources(hits: list[Hit]) -> list[str]:
-    return [h.source.split("corpus/", 1)[1] for h in hits]
+    """The sources of the drawer hits (a memory mined from the corpus may share the list)."""
+    return [h.source.split("corpus/", 1)[1] for h in hits if not h.is_memory]
 
 
 def vectors(palace: Palace) -> int:

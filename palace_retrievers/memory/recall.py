@@ -64,13 +64,14 @@ relevance of 1: it answers the question, whatever its wording.
 memory.slot_weight × held``: ``worth`` (``scores["scale"]``) is what a relevance of 1
 scores beside the drawers (the top drawer hit's score over its own relevance, see
 :mod:`palace_retrievers.memory.scale`), and ``standing`` is the recall score the memory
-would have at relevance 1 over that of a memory its owner asked to keep (importance 1),
-neither fresh nor recalled (``(relevance_weight + importance_weight × importance +
-freshness_weight × freshness + heat_weight × heat) / (relevance_weight +
-importance_weight)``: 1 for such a memory, 0.825 to 1.25 with the defaults). So relevance
-alone sets the scale: a memory that answers as well as the top drawer, and that its owner
-asked to keep, scores what that drawer scores, one that answers better ranks above it,
-and one that answers worse ranks below it. The memory that
+would have at relevance 1, heat left out, over that of a memory its owner asked to keep
+(importance 1) that is not fresh (``(relevance_weight + importance_weight × importance +
+freshness_weight × freshness) / (relevance_weight + importance_weight)``: 1 for such a
+memory, 0.825 to 1.125 with the defaults). Heat is left out so that a search does not
+change the next one's ranking against the drawers (each search warms the memories it
+returns). So relevance alone sets the scale: a memory that answers as well as the top
+drawer, and that its owner asked to keep, scores what that drawer scores, one that
+answers better ranks above it, and one that answers worse ranks below it. The memory that
 holds the asked slot at the asked time ranks first (above the drawers too). Drawer hits
 keep their scores untouched, and the two lists are merged by score (ties: by id) and cut
 to ``k``. So drawers rank among themselves exactly as without memories, and a palace with
@@ -278,7 +279,8 @@ def recall_scores(
     scaled = config.weight * recall
     if worth is not None:
         kept = config.relevance_weight + config.importance_weight
-        standing = (recall + config.relevance_weight * (1 - relevance)) / kept if kept else 1.0
+        settled = recall + config.relevance_weight * (1 - relevance) - config.heat_weight * hot
+        standing = settled / kept if kept else 1.0
         scaled = config.weight * worth * relevance * standing
         scores["scale"] = worth
         scores["standing"] = standing

@@ -22,7 +22,7 @@ So the two are scored together, with the drawers' own stage:
   is 1 (what the best of a list scores in the fusion).
 
 A memory hit's score is then ``worth × relevance × standing`` (the recall module says what
-``standing`` is: 1 for a memory its owner asked to keep, neither fresh nor recalled), so a
+``standing`` is: 1 for a memory its owner asked to keep that is not fresh), so a
 memory that answers as well as the top drawer scores what that drawer scores. Drawer hits
 keep their scores and their order.
 """
