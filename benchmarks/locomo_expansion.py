@@ -18,6 +18,8 @@ Each variant makes those boosts a different way, from what a first search found:
   ``W`` × their cosine over the best one's (the vectors are made here, once, and kept in
   the palace folder as ``context_vectors.npz``).
 
+Variants joined by ``+`` add their boosts up.
+
 Printed: turn R / all / session R at 10, overall and per category, as ``locomo.py``
 counts them (the k = 10 list, then the k = 50 list for the session ranking). Searches run
 on the exact ``sqlite`` backend; latency is not measured (a variant costs a second
@@ -139,6 +141,19 @@ def context(table: dict[str, tuple[list[str], Vector]], weight: float, n: int) -
     return boosts
 
 
+def summed(parts: Sequence[Boosts]) -> Boosts:
+    """The boosts of several variants added up (a variant ``A+B``)."""
+
+    def boosts(q: locomo.Question, vector: Vector, k: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for part in parts:
+            for i, boost in part(q, vector, k).items():
+                out[i] = out.get(i, 0.0) + boost
+        return out
+
+    return boosts
+
+
 def line(name: str, system: locomo.System, questions: Sequence[locomo.Question]) -> str:
     parts = [name]
     r = locomo.metrics(system, questions, 10)
@@ -155,24 +170,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
     parser.add_argument("--palace", type=Path, required=True, help="built by locomo.py")
-    parser.add_argument("variants", nargs="+", help="feedback:M,BETA,W,N rare:M,DF,W,N context:W,N")
+    parser.add_argument(
+        "variants", nargs="+", help="feedback:M,BETA,W,N rare:M,DF,W,N context:W,N, or A+B"
+    )
     args = parser.parse_args(argv)
     wings, questions = locomo.load(args.data)
     with Palace.open(args.palace, backend="sqlite", create=False) as palace:
         pipe: SearchPipeline = palace._pipeline
         made: dict[str, Boosts | None] = {"as it is": None}
-        for variant in args.variants:
-            kind, _, values = variant.partition(":")
+
+        def one(part: str) -> Boosts:
+            kind, _, values = part.partition(":")
             v = [float(x) for x in values.split(",")]
             if kind == "feedback":
-                made[variant] = feedback(pipe, int(v[0]), v[1], v[2], int(v[3]))
-            elif kind == "rare":
-                made[variant] = rare(pipe, wings, int(v[0]), int(v[1]), v[2], int(v[3]))
-            elif kind == "context":
+                return feedback(pipe, int(v[0]), v[1], v[2], int(v[3]))
+            if kind == "rare":
+                return rare(pipe, wings, int(v[0]), int(v[1]), v[2], int(v[3]))
+            if kind == "context":
                 table = context_vectors(palace, wings, args.palace / "context_vectors.npz")
-                made[variant] = context(table, v[0], int(v[1]))
-            else:
-                parser.error(f"unknown variant {variant!r}")
+                return context(table, v[0], int(v[1]))
+            parser.error(f"unknown variant {part!r}")
+
+        for variant in args.variants:
+            made[variant] = summed([one(part) for part in variant.split("+")])
         systems = {name: locomo.System(name) for name in made}
         for q in questions:
             where = Filter(wing=q.wing)
