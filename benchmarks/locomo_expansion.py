@@ -175,7 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     wings, questions = locomo.load(args.data)
-    with Palace.open(args.palace, backend="sqlite", create=False) as palace:
+    with Palace.open(
+        args.palace, backend="sqlite", create=False, config=locomo.overrides(args.set)
+    ) as palace:
         pipe: SearchPipeline = palace._pipeline
         made: dict[str, Boosts | None] = {"as it is": None}
 
