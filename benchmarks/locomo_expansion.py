@@ -170,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
     parser.add_argument("--palace", type=Path, required=True, help="built by locomo.py")
+    locomo.add_overrides_argument(parser)
     parser.add_argument(
         "variants", nargs="+", help="feedback:M,BETA,W,N rare:M,DF,W,N context:W,N, or A+B"
     )
