@@ -9,9 +9,10 @@ its own, the way a user coming through that door would:
   ``langchain_palace.PalaceVectorStore.add_texts``;
 - ``mined``: the conversation exported as the generic chat JSONL (one record a turn:
   ``session``, ``speaker``, ``text``, ``time``, ``id``) and mined with
-  ``Palace.mine(path, source="text")``, what ``palace mine --source text`` runs; a hit is
-  an exchange, and its ``message_ids`` (the turns' ids) are flattened in rank order and cut
-  at the same budget of turns as the other doors;
+  ``Palace.mine(path, source="text")``, what ``palace mine --source text`` runs; a hit's
+  ``message_ids`` (the turns it holds: one turn since 13d75bd, which files a session with
+  no user in it turn by turn; an exchange's two before) are flattened in rank order and
+  cut at the same budget of turns as the other doors;
 - ``plain``: the same turn texts through ``PalaceVectorStore.add_texts``, one call a
   conversation, with ordinary metadata only (LoCoMo's ``dia_id``; no ``source``,
   ``chunk_index`` or ``speaker``).
@@ -205,7 +206,7 @@ def index_mined(palace: Palace, files: dict[str, Path]) -> None:
 
 
 def hit_turns(door: str) -> Callable[[Document], list[str]]:
-    """The turn ids a hit of ``door`` stands for: an exchange's ``message_ids``, else its id."""
+    """The turn ids a hit of ``door`` stands for: a mined hit's ``message_ids``, else its id."""
     if door == "mined":
         return lambda doc: [str(i) for i in doc.metadata.get("message_ids", [])]
     return lambda doc: [str(doc.id)]
@@ -242,7 +243,7 @@ def run_vector(
         stored = palace.ledger.drawer_vectors(ids)
         if len(stored) == len(ids):
             matrix = np.stack([stored[i] for i in ids])
-        else:  # the mined door's palace holds exchanges: embed the turns here
+        else:  # the mined door's drawers have other ids (and once held exchanges): embed here
             matrix = np.asarray(palace.embedder.embed_documents([t for _, t, _, _ in turns]))
             matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
         tables[wing] = (ids, matrix)
