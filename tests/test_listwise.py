@@ -216,3 +216,19 @@ def test_a_shortlist_that_is_not_a_count_is_refused(bad: Any) -> None:
 
     with pytest.raises(ConfigError, match="shortlist must be a whole number"):
         LearnedJudge({"shortlist": bad})
+
+
+def test_without_the_learned_judges_every_candidate_is_read(real_embedder: Any) -> None:
+    """In a palace on another embedder the learned judges (and so the list-wise step and
+    its shortlist) are not asked: the structural matcher reads every candidate."""
+    from palace_retrievers.memory.judges import JudgeContext, Pair
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    new = "The team stand-up moves to 10:30"
+    olds = ["I play tennis on Sundays", "My sister lives in Lyon", "Dentist: Dr. Ruiz"]
+    olds.append("Team stand-up is every weekday at 9:30")
+    pairs = [Pair(old, new, c) for old, c in zip(olds, [0.4, 0.3, 0.2, 0.1], strict=True)]
+    context = JudgeContext(embed=real_embedder.embed_documents, model="another/model")
+    opinions = LearnedJudge({"shortlist": 2}).judge(pairs, context)
+    assert not any("not read" in r for o in opinions for r in o.reasons)
+    assert all(o.reasons[0].startswith("structural") for o in opinions)

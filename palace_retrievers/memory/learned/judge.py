@@ -124,7 +124,9 @@ class LearnedJudge(MemoryJudge):
         self._warned = False
 
     def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
-        if self._listwise and self.options["shortlist"]:
+        # The shortlist is the list-wise step's: where the learned judges are not asked
+        # (another embedder), the structural matcher reads every candidate as before.
+        if self._listwise and self.options["shortlist"] and self._usable(context):
             asked = self._shortlisted(pairs)
             if len(asked) < len(pairs):
                 out = [self._unasked() for _ in pairs]
@@ -155,6 +157,31 @@ class LearnedJudge(MemoryJudge):
                 Opinion(combined, probabilities, (f"structural: {why}", f"learned: {shown}"))
             )
         return out
+
+    def _usable(self, context: JudgeContext) -> bool:
+        """:meth:`_trained_for`, false when the judges' files cannot be read (what is
+        wrong with them is logged when :meth:`_learned` meets it)."""
+        try:
+            return self._trained_for(context)
+        except Exception:
+            return False
+
+    def _trained_for(self, context: JudgeContext) -> bool:
+        """Whether the learned judges were trained on the palace's embedder (logged once
+        when not: they are not asked then)."""
+        trained_for = {pair_model.model(self._model_file).embedder}
+        if self.options["pair_reader"]:
+            trained_for.add(pair_reader.info(self._reader_file).base)
+        if trained_for != {context.model}:
+            if not self._warned:
+                log.info(
+                    "the learned pair judges were trained on %s, not %s: not asked",
+                    ", ".join(sorted(trained_for)),
+                    context.model,
+                )
+                self._warned = True
+            return False
+        return True
 
     def _shortlisted(self, pairs: Sequence[Pair]) -> list[int]:
         """The indices of the pairs asked: each new text's :func:`.listwise.shortlist`."""
@@ -243,17 +270,7 @@ class LearnedJudge(MemoryJudge):
         if not self.options["pair_model"] or not pairs:
             return None
         try:
-            trained_for = {pair_model.model(self._model_file).embedder}
-            if self.options["pair_reader"]:
-                trained_for.add(pair_reader.info(self._reader_file).base)
-            if trained_for != {context.model}:
-                if not self._warned:
-                    log.info(
-                        "the learned pair judges were trained on %s, not %s: not asked",
-                        ", ".join(sorted(trained_for)),
-                        context.model,
-                    )
-                    self._warned = True
+            if not self._trained_for(context):
                 return None
             asked = [(p.old, p.new) for p in pairs]
             opinions = [pair_model.judge_many(asked, context.embed, self._model_file)]
