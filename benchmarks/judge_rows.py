@@ -13,6 +13,13 @@ one. One JSON line per pair::
                      "learned": {"duplicate", "new", "update"} (the averaged learned
                      judges), "verdict": the learned judge's combined call}]}
 
+With ``--shortlist N`` the learned judge's parts read only the ``N`` candidates of the
+list the learned judge reads since it reads a shortlist (:func:`listwise.shortlist`,
+taken over the whole list: give the palace's gate as ``--vector``/``--lexical``, 16 and
+8); the others carry ``"structural": null, "learned": null, "verdict": "new"``: rows to
+replay the palace as it decides (``train_listwise.py --evaluate``), at a few pairs'
+work a row, not to train on.
+
 From these rows any narrower gate (a smaller ``vector``/``lexical``) and any policy or
 list-wise rule can be replayed without the model (``train_listwise.py``). The weights are
 the shipped ones, or those of ``--weights DIR`` (``pair_model.json``,
@@ -42,6 +49,7 @@ from palace_plugins.builtin.embedders.sentence_transformers import SentenceTrans
 from palace_retrievers import Palace
 from palace_retrievers.ledger.memory_store import CURRENT
 from palace_retrievers.memory.judges import JudgeContext, Pair
+from palace_retrievers.memory.learned import listwise
 from palace_retrievers.memory.learned.judge import LearnedJudge
 
 
@@ -54,6 +62,7 @@ def rows_for(
     vector_k: int,
     lexical_k: int,
     seed: int,
+    shortlist: int = 0,
 ) -> list[dict[str, Any]]:
     """The rows of set ``name`` (see the module's docstring)."""
     rng = random.Random(seed)
@@ -81,9 +90,20 @@ def rows_for(
         vector_rank = {m.id: r for r, (m, _) in enumerate(near)}
         lexical_rank = {i: r for r, i in enumerate(lexical)}
         ids = sorted(memories, key=lambda i: (-cosine[i], i))
-        asked = [Pair(memories[i].text, text, cosine[i]) for i in ids]
-        structural = [judge._structural(p)[0] for p in asked]
-        opinions = judge.judge(asked, context) if asked else []
+        every = [Pair(memories[i].text, text, cosine[i]) for i in ids]
+        read = listwise.shortlist(
+            [p.old for p in every], text, [p.similarity for p in every], shortlist
+        )
+        asked = [every[k] for k in read]
+        structural: list[str | None] = [None] * len(every)
+        learned: list[dict[str, float] | None] = [None] * len(every)
+        verdicts = ["new"] * len(every)
+        for k, pair_, opinion in zip(
+            read, asked, judge.judge(asked, context) if asked else [], strict=True
+        ):
+            structural[k] = judge._structural(pair_)[0]
+            learned[k] = {k_: round(float(v), 5) for k_, v in opinion.probabilities.items()}
+            verdicts[k] = opinion.verdict
         out.append(
             {
                 "set": name,
@@ -100,10 +120,10 @@ def rows_for(
                         "lexical_rank": lexical_rank.get(i),
                         "slot": i in by_slot,
                         "structural": s,
-                        "learned": {k_: round(float(v), 5) for k_, v in o.probabilities.items()},
-                        "verdict": o.verdict,
+                        "learned": p,
+                        "verdict": v,
                     }
-                    for i, s, o in zip(ids, structural, opinions, strict=True)
+                    for i, s, p, v in zip(ids, structural, learned, verdicts, strict=True)
                 ],
             }
         )
@@ -119,6 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vector", type=int, default=24)
     parser.add_argument("--lexical", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--shortlist",
+        type=int,
+        default=0,
+        help="read only each list's shortlist of this many (0: every candidate)",
+    )
     args = parser.parse_args(argv)
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
     data = {name: load(name) for name in args.sets}
@@ -135,7 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit("the palace's judge is not the learned one")
         for name in args.sets:
             rows = rows_for(
-                palace, judge, name, data[name], others, args.vector, args.lexical, args.seed
+                palace,
+                judge,
+                name,
+                data[name],
+                others,
+                args.vector,
+                args.lexical,
+                args.seed,
+                args.shortlist,
             )
             for row in rows:
                 stream.write(json.dumps(row, ensure_ascii=False) + "\n")
