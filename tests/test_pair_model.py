@@ -22,6 +22,8 @@ from palace_retrievers.memory.learned import pair_model
 from palace_retrievers.memory.learned.pair_estimators import Forest, Linear, PairModel
 from palace_retrievers.memory.learned.structural import compare
 
+DATA = Path(pair_model.__file__).resolve().parent / "data"
+
 
 def one_tree(feature: int, threshold: float, left: list[float], right: list[float]) -> dict:
     """A stump: feature <= threshold goes to the left leaf."""
@@ -59,6 +61,37 @@ def test_thresholds_are_compared_in_float32_as_scikit_learn_does() -> None:
     x = np.zeros(len(pair_model.FEATURES))
     x[0] = 0.3  # a float64 above the float32 threshold, equal to it in float32
     assert forest.probabilities(x)[1] == 1.0
+
+
+def walk(trees: list[dict], x: np.ndarray) -> np.ndarray:
+    """The forest's probabilities for one sample, node by node (the reference)."""
+    sample = np.asarray(x, dtype=np.float32)
+    total = np.zeros(len(trees[0]["value"][0]))
+    for t in trees:
+        node = 0
+        while t["left"][node] >= 0:
+            goes_left = sample[t["feature"][node]] <= np.float64(t["threshold"][node])
+            node = t["left"][node] if goes_left else t["right"][node]
+        leaf = np.asarray(t["value"][node], dtype=np.float64)
+        total += leaf / max(float(leaf.sum()), 1e-12)
+    return total / len(trees)
+
+
+@pytest.mark.parametrize("shipped", ["pair_model.json", "listwise.json"])
+def test_the_forest_walks_all_samples_at_once_as_one_at_a_time(shipped: str) -> None:
+    trees = json.loads((DATA / shipped).read_text(encoding="utf-8"))["forest"]["trees"]
+    forest = Forest(trees)
+    width = max(max(t["feature"]) for t in trees) + 1
+    rng = np.random.default_rng(7)
+    samples = rng.uniform(-0.5, 1.5, (60, width))
+    thresholds = [
+        v for t in trees for v, f in zip(t["threshold"], t["feature"], strict=True) if f >= 0
+    ]
+    samples[40:] = rng.choice(thresholds, (20, width))  # exactly at thresholds: left
+    many = forest.probabilities_many(samples)
+    for x, got in zip(samples, many, strict=True):
+        assert np.array_equal(got, walk(trees, x))
+        assert np.array_equal(forest.probabilities(x), got)
 
 
 def test_the_linear_model_is_a_softmax_of_scaled_inputs() -> None:

@@ -36,33 +36,65 @@ class Forest:
     leaf) and ``value`` (the class shares at each node). A sample goes left when its
     feature, as float32, is at most the threshold (as scikit-learn decides), and the
     forest's probabilities are the mean of its leaves' shares.
+
+    The trees are kept end to end in one set of arrays, so that every sample walks every
+    tree at once, one level a step (numpy, not a Python loop per node): a ``remember``
+    asks for a few samples of a hundred trees each.
     """
 
     def __init__(self, trees: list[dict[str, Any]]) -> None:
-        self._trees = [
-            (
-                np.asarray(t["feature"], dtype=np.int64),
-                np.asarray(t["threshold"], dtype=np.float64),
-                np.asarray(t["left"], dtype=np.int64),
-                np.asarray(t["right"], dtype=np.int64),
-                np.asarray(t["value"], dtype=np.float64),
-            )
-            for t in trees
-        ]
-        if not self._trees:
+        if not trees:
             raise ValueError("a forest needs trees")
+        sizes = [len(t["feature"]) for t in trees]
+        self._roots = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        parts: dict[str, list[npt.NDArray[Any]]] = {
+            "feature": [],
+            "threshold": [],
+            "left": [],
+            "right": [],
+            "share": [],
+        }
+        for root, t in zip(self._roots, trees, strict=True):
+            left = np.asarray(t["left"], dtype=np.int64)
+            right = np.asarray(t["right"], dtype=np.int64)
+            value = np.asarray(t["value"], dtype=np.float64)
+            if not (len(left) == len(right) == len(value) == len(t["threshold"])):
+                raise ValueError("a tree's arrays disagree in length")
+            parts["feature"].append(np.maximum(np.asarray(t["feature"], dtype=np.int64), 0))
+            parts["threshold"].append(np.asarray(t["threshold"], dtype=np.float64))
+            parts["left"].append(np.where(left >= 0, left + root, -1))
+            parts["right"].append(np.where(right >= 0, right + root, -1))
+            parts["share"].append(value / np.maximum(value.sum(axis=1, keepdims=True), 1e-12))
+        self._feature = np.concatenate(parts["feature"])
+        self._threshold = np.concatenate(parts["threshold"])
+        self._left = np.concatenate(parts["left"])
+        self._right = np.concatenate(parts["right"])
+        self._share = np.concatenate(parts["share"])
 
     def probabilities(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The class probabilities for one feature vector."""
-        sample = np.asarray(x, dtype=np.float32)
-        total = np.zeros(self._trees[0][4].shape[1])
-        for feature, threshold, left, right, value in self._trees:
-            node = 0
-            while left[node] >= 0:
-                node = left[node] if sample[feature[node]] <= threshold[node] else right[node]
-            leaf = value[node]
-            total += leaf / max(float(leaf.sum()), 1e-12)
-        result: npt.NDArray[np.float64] = total / len(self._trees)
+        one: npt.NDArray[np.float64] = self.probabilities_many(np.asarray(x)[None, :])[0]
+        return one
+
+    def probabilities_many(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The class probabilities for each row of ``x`` (samples × features)."""
+        samples = np.asarray(x, dtype=np.float32)
+        if samples.ndim != 2:
+            raise ValueError("probabilities_many reads a matrix, one sample a row")
+        nodes = np.broadcast_to(self._roots, (samples.shape[0], len(self._roots))).copy()
+        rows = np.arange(samples.shape[0])[:, None]
+        while True:
+            left = self._left[nodes]
+            inner = left >= 0
+            if not inner.any():
+                break
+            goes_left = samples[rows, self._feature[nodes]] <= self._threshold[nodes]
+            nodes = np.where(inner, np.where(goes_left, left, self._right[nodes]), nodes)
+        leaves = self._share[nodes]  # samples × trees × classes
+        total = np.zeros((samples.shape[0], leaves.shape[2]))
+        for tree in range(leaves.shape[1]):  # tree by tree, as the sum was always taken
+            total += leaves[:, tree]
+        result: npt.NDArray[np.float64] = total / leaves.shape[1]
         return result
 
 
@@ -91,6 +123,14 @@ class Linear:
         logits = self._coef @ z + self._intercept
         exp = np.exp(logits - logits.max())
         result: npt.NDArray[np.float64] = exp / exp.sum()
+        return result
+
+    def probabilities_many(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The class probabilities for each row of ``x``."""
+        z = (np.asarray(x, dtype=np.float64) - self._mean) / self._scale
+        logits = z @ self._coef.T + self._intercept
+        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+        result: npt.NDArray[np.float64] = exp / exp.sum(axis=1, keepdims=True)
         return result
 
 
@@ -126,6 +166,19 @@ class PairModel:
             )
         p = (self.forest.probabilities(named) + self.linear.probabilities(both)) / 2
         return {label: float(x) for label, x in zip(self.labels, p, strict=True)}
+
+    def probabilities_many(
+        self, features: npt.ArrayLike, vectors: npt.ArrayLike
+    ) -> list[dict[str, float]]:
+        """:meth:`probabilities` of many pairs at once (one row of each a pair)."""
+        named = np.asarray(features, dtype=np.float64)
+        both = np.concatenate([named, np.asarray(vectors, dtype=np.float64)], axis=1)
+        if both.shape[1] != self.linear.width:
+            raise ConfigError(
+                f"the pair model reads {self.linear.width} inputs, these pairs have {both.shape[1]}"
+            )
+        p = (self.forest.probabilities_many(named) + self.linear.probabilities_many(both)) / 2
+        return [{label: float(x) for label, x in zip(self.labels, row, strict=True)} for row in p]
 
 
 @cache

@@ -265,12 +265,11 @@ def judge_many(
         return []
     vectors = np.asarray(embed(texts), dtype=np.float64)
     where = {t: i for i, t in enumerate(texts)}
-    learned = model(path)
-    out = []
-    for pair in lined:
-        six = vectors[[where[t] for t in pair.texts()]]
-        out.append(learned.probabilities(features(pair, six), pair_vectors(six)))
-    return out
+    sixes = [vectors[[where[t] for t in pair.texts()]] for pair in lined]
+    return model(path).probabilities_many(
+        np.stack([features(pair, six) for pair, six in zip(lined, sixes, strict=True)]),
+        np.stack([pair_vectors(six) for six in sixes]),
+    )
 
 
 def judge(old: str, new: str, embed: Embed) -> dict[str, float]:
