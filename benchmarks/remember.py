@@ -24,6 +24,17 @@ before ``remember(new)``, and:
 - **dropped update**: of the update pairs, the share answered ``duplicate`` (the new value
   filed nowhere).
 
+After each decider's table, **why stale**: the stale update pairs by what was decided
+(``duplicate``: nothing filed; ``related``; ``new``, judged so or never judged against the
+old memory, which the gate missed; an ``update`` leaves the old memory superseded, so
+never stale) and where the new memory was among the memory hits of that
+search (its rank, or ``not among the hits``), and, as the cost of putting a newer memory
+first, **old displaced**: of the ``new`` pairs (two memories both true), the share where the
+old memory stayed current and the new memory is the top memory hit of
+``palace.search(old, k=5)``. ``--dump FILE``
+writes one JSON line per pair (label, decision, the ranks of both memories among the
+memory hits, the cosine of their stored vectors) for a closer look.
+
 Each decider is a ``[memory]`` configuration; ``baseline`` is the palace before the
 decision was reworked (cosine floor 0.5 and slot as the only gate; every judge's update
 supersedes, every duplicate drops), run in the same process on the same pairs. Results
@@ -174,6 +185,8 @@ class Tally:
     news: int = 0
     dropped: int = 0
     collateral: int = 0
+    why_stale: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    displaced: int = 0
 
     def add(self, other: Tally) -> None:
         self.pairs += other.pairs
@@ -188,6 +201,9 @@ class Tally:
         self.news += other.news
         self.dropped += other.dropped
         self.collateral += other.collateral
+        for key, value in other.why_stale.items():
+            self.why_stale[key] += value
+        self.displaced += other.displaced
 
     def pr(self, label: str) -> str:
         true_positive = self.counts[(label, label)]
@@ -208,6 +224,18 @@ class Tally:
             f"{self.pr('duplicate')} | {self.related} | {stale:.3f} | {hidden:.3f} | "
             f"{dropped:.3f} | {collateral:.3f} |"
         )
+
+
+def why_stale(tally: Tally) -> str:
+    """The stale update pairs of ``tally`` by decision and the new memory's rank among the
+    memory hits, and the old-displaced rate of its ``new`` pairs whose old memory stayed
+    current (see the module's docstring)."""
+    lines = ["| decided | new memory among the memory hits | stale pairs |", "|---|---|---|"]
+    for (decided, rank), count in sorted(tally.why_stale.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {decided} | {rank} | {count} |")
+    displaced = tally.displaced / tally.news if tally.news else float("nan")
+    lines.append(f"\n{tally.stale} stale of {tally.updates} updates; old displaced {displaced:.3f}")
+    return "\n".join(lines)
 
 
 HEADER = (
@@ -279,6 +307,7 @@ def run_set(
     pairs: Sequence[dict[str, str]],
     others: Others,
     seed: int,
+    dump: list[dict[str, Any]] | None = None,
 ) -> dict[str, Tally]:
     rng = random.Random(seed)
     tallies: dict[str, Tally] = defaultdict(Tally)
@@ -287,10 +316,12 @@ def run_set(
         tally = tallies[lang]
         tally.pairs += 1
         user, old_id = seat(palace, name, k, pair, others, rng)
+        judged = True
         if gold in ("update", "duplicate"):
             tally.gate_asked += 1
             seen = palace._remembering.candidates(pair["new"], user_id=user)
-            tally.gate_hit += any(m.id == old_id for m in seen)
+            judged = any(m.id == old_id for m in seen)
+            tally.gate_hit += judged
         answer = palace.remember(pair["new"], user_id=user, now=START + timedelta(days=1))
         after = palace.ledger.get_memories([old_id])[0]
         if answer.action == "duplicate" and answer.memory.id == old_id:
@@ -303,14 +334,56 @@ def run_set(
         tally.collateral += any(m.id != old_id for m in answer.superseded)
         related = answer.memory.metadata.get("related") or []
         tally.related += old_id in related
+        decided = (
+            "duplicate"
+            if answer.action == "duplicate"
+            else "update"
+            if said == "update"
+            else "related"
+            if old_id in related
+            else "new"
+            if judged
+            else "new, the old memory not among the judge's candidates"
+        )
+        hits, rank = [], "nothing filed"
+        if gold in ("update", "new"):
+            hits = [h.id for h in palace.search(pair["old"], k=5, user_id=user) if h.is_memory]
+            new_id = answer.memory.id
+            if new_id != old_id:
+                rank = f"rank {hits.index(new_id) + 1}" if new_id in hits else "not among the hits"
+        stale = bool(hits) and hits[0] == old_id
         if gold == "update":
             tally.updates += 1
             tally.dropped += answer.action == "duplicate"
-            hits = [h for h in palace.search(pair["old"], k=5, user_id=user) if h.is_memory]
-            tally.stale += bool(hits) and hits[0].id == old_id
+            tally.stale += stale
+            if stale:
+                tally.why_stale[(decided, rank)] += 1
         if gold == "new":
             tally.news += 1
             tally.hidden += after.status == "superseded"
+            kept = after.status == "active" and answer.memory.id != old_id
+            tally.displaced += kept and bool(hits) and hits[0] == answer.memory.id
+        if dump is not None:
+            stored = palace.ledger.memory_vectors([old_id, answer.memory.id])
+            cosine = (
+                float(stored[old_id] @ stored[answer.memory.id])
+                if answer.memory.id in stored and old_id in stored
+                else None
+            )
+            dump.append(
+                {
+                    "set": name,
+                    "k": k,
+                    "label": gold,
+                    "lang": lang,
+                    "decided": decided,
+                    "old_rank": hits.index(old_id) + 1 if old_id in hits else None,
+                    "new_rank": rank,
+                    "cosine": cosine,
+                    "old": pair["old"],
+                    "new": pair["new"],
+                }
+            )
     return tallies
 
 
@@ -320,11 +393,13 @@ def run(
     count: int,
     seed: int,
     baseline_weights: Path | None,
+    dump: Path | None = None,
 ) -> None:
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
     data = {name: evaluated(name) for name in sets}
     avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
     others = Others.of(model, avoid, count)
+    rows: list[dict[str, Any]] | None = [] if dump is not None else None
     for decider in deciders:
         print(f"\n## {decider}: {DECIDERS[decider] or 'the shipped [memory] defaults'}\n")
         print(HEADER)
@@ -334,7 +409,7 @@ def run(
         weights = baseline_weights if decider == "baseline" else None
         with palace_for(DECIDERS[decider], model, weights) as palace:
             for name in sets:
-                tallies = run_set(palace, name, data[name], others, seed)
+                tallies = run_set(palace, name, data[name], others, seed, rows)
                 whole = Tally()
                 for lang, tally in sorted(tallies.items()):
                     print(tally.row(f"{name} ({lang})"))
@@ -345,7 +420,11 @@ def run(
         for lang, tally in sorted(by_lang.items()):
             print(tally.row(f"all sets ({lang})"))
         print(pooled.row("**all sets**"))
+        print(f"\nWhy stale ({decider}, all sets):\n\n{why_stale(pooled)}")
         print(f"\n({time.monotonic() - started:.0f} s)")
+    if dump is not None and rows is not None:
+        with dump.open("w", encoding="utf-8") as stream:
+            stream.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 @dataclass(frozen=True)
@@ -613,6 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="the first N pairs of each set (a smoke run)")
     parser.add_argument("--speed", action="store_true", help="remember p50 / p95 instead")
+    parser.add_argument("--dump", type=Path, help="a JSON line per pair to this file (see above)")
     parser.add_argument("--calls", type=int, default=200, help="remember calls timed (--speed)")
     parser.add_argument(
         "--baseline-weights",
@@ -636,7 +716,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.grid:
         grid(args.sets, args.others, args.seed, args.baseline_weights)
         return 0
-    run(args.sets, args.deciders, args.others, args.seed, args.baseline_weights)
+    run(args.sets, args.deciders, args.others, args.seed, args.baseline_weights, args.dump)
     return 0
 
 
