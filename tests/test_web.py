@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,14 @@ def test_search_shows_superseded_memories_only_when_asked(
     assert "at 9am" in both
     assert "status-superseded" in both
     assert 'name="history" value="1" checked' in both
+
+
+def test_search_dates_each_memory_hit(palace: Palace, client: TestClient) -> None:
+    day = datetime(2025, 3, 4, tzinfo=UTC)
+    palace.remember("The team standup is at 9am", kind="fact", user_id="u1", now=day)
+    page = client.get("/search", params={"q": "team standup", "user": "u1"}).text
+    assert "at 9am" in page
+    assert '<span class="where">2025-03-04</span>' in page
 
 
 def test_the_timeline_of_an_entity(palace: Palace, client: TestClient) -> None:
