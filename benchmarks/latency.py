@@ -12,7 +12,10 @@ Then, with the model loaded and the query embedded inside the timing (as a user 
 it), it times ``Palace.search(q, k=10, wing="locomo")`` for the conversation's own
 questions and ``Palace.search(q, k=10)`` (the whole palace) for generated questions,
 and prints median / p95 wall time, the process's CPU time per query, and where the time
-went, stage by stage (wall ms per query, summed over the queries, divided by them).
+went, stage by stage (wall ms per query, summed over the queries, divided by them). With
+``--no-stages`` the two plain baselines are timed beside it, query by query in turns over
+the same drawers: a plain vector search (the same model's query embedding and a dot
+product with every stored vector) and plain BM25 (``rank_bm25``).
 
     .venv/bin/python benchmarks/latency.py --palace /tmp/latency-palace
 
@@ -36,9 +39,12 @@ from typing import Any
 import backend_corpus
 import locomo
 import numpy as np
+from rank_bm25 import BM25Okapi
 
 from palace_retrievers import Palace
 from palace_retrievers.embedder import Embedder, Vectors
+
+_WORD = locomo._WORD
 
 WING = "locomo"
 CONVERSATION = "conv-42"
@@ -170,27 +176,72 @@ def staged(palace: Palace) -> Iterator[Stages]:
         stages.undo()
 
 
+class Baselines:
+    """The two plain searches the pipeline is measured beside, over the same drawers:
+    **vector** (the query embedded by the same model, a dot product with every drawer's
+    stored vector, the top 10) and **BM25** (``rank_bm25``'s Okapi over the drawers'
+    lower-cased words, the top 10). Built once per scope, before any timing."""
+
+    def __init__(self, palace: Palace, ids: Sequence[str]) -> None:
+        self._palace = palace
+        stored = palace.ledger.drawer_vectors(ids)
+        self._ids = [i for i in ids if i in stored]
+        self._matrix = np.stack([stored[i] for i in self._ids])
+        texts = {d.id: d.text for d in palace.ledger.get_drawers(self._ids)}
+        self._bm25 = BM25Okapi([_WORD.findall(texts[i].lower()) for i in self._ids])
+
+    def vector(self, text: str) -> list[str]:
+        sims = self._matrix @ self._palace.embedder.embed_query(text)
+        return [self._ids[i] for i in np.argsort(-sims, kind="stable")[:10]]
+
+    def bm25(self, text: str) -> list[str]:
+        scores = self._bm25.get_scores(_WORD.findall(text.lower()))
+        return [self._ids[i] for i in np.argsort(-scores, kind="stable")[:10]]
+
+
 def measure(
-    palace: Palace, queries: Sequence[tuple[str, str | None]], *, label: str, stages: bool
+    palace: Palace,
+    queries: Sequence[tuple[str, str | None]],
+    *,
+    label: str,
+    stages: bool,
+    baselines: Baselines | None = None,
 ) -> None:
+    """Time ``palace.search`` on ``queries`` and, query by query in turns with it (so that
+    a change in the machine's load falls on all alike), the ``baselines``."""
+    systems: dict[str, Callable[[str, str | None], object]] = {
+        "palace": lambda text, wing: palace.search(text, k=10, wing=wing)
+    }
+    if baselines is not None:
+        systems["plain vector"] = lambda text, wing: baselines.vector(text)
+        systems["plain BM25"] = lambda text, wing: baselines.bm25(text)
     for text, wing in queries[:10]:  # warm the caches a long-running process has
-        palace.search(text, k=10, wing=wing)
-    walls, cpus = [], []
+        for search in systems.values():
+            search(text, wing)
+    walls: dict[str, list[float]] = defaultdict(list)
+    cpus: dict[str, list[float]] = defaultdict(list)
     with staged(palace) if stages else _nothing() as timer:
         for text, wing in queries:
-            wall, cpu = time.perf_counter(), time.process_time()
-            palace.search(text, k=10, wing=wing)
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-    walls.sort()
-    p95 = walls[min(len(walls) - 1, int(0.95 * len(walls)))]
+            for name, search in systems.items():
+                if timer is not None and name != "palace":
+                    continue  # the stage timers would count the baselines' embedding
+                wall, cpu = time.perf_counter(), time.process_time()
+                search(text, wing)
+                walls[name].append(time.perf_counter() - wall)
+                cpus[name].append(time.process_time() - cpu)
     print(
-        f"\n{label}: {len(queries)} queries, median {1000 * statistics.median(walls):.1f} ms, "
-        f"p95 {1000 * p95:.1f} ms, CPU median {1000 * statistics.median(cpus):.1f} ms "
-        f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())})"
+        f"\n{label}: {len(queries)} queries (load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})"
     )
+    for name, times in walls.items():
+        times.sort()
+        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+        print(
+            f"  {name:<14} median {1000 * statistics.median(times):6.1f} ms, "
+            f"p95 {1000 * p95:6.1f} ms, CPU median {1000 * statistics.median(cpus[name]):6.1f} ms"
+        )
     if timer is not None:
-        total = 1000 * sum(walls) / len(walls)
+        total = 1000 * sum(walls["palace"]) / len(walls["palace"])
         print(f"  {'stage (nested stages are inside their parent)':<48}{'ms/query':>10}")
         for name, seconds in sorted(timer.seconds.items(), key=lambda kv: -kv[1]):
             print(f"  {name:<48}{1000 * seconds / len(queries):>10.2f}")
@@ -254,12 +305,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             wing_queries,
             label=f"wing {WING!r} ({wing_count} drawers)",
             stages=not args.no_stages,
+            baselines=Baselines(palace, palace.ledger.drawer_ids(_wing_filter())),
         )
         measure(
             palace,
             palace_queries,
             label=f"whole palace ({count:,} drawers)",
             stages=not args.no_stages,
+            baselines=Baselines(palace, palace.ledger.drawer_ids()),
         )
     return 0
 
