@@ -342,8 +342,10 @@ def test_full_text_values(
     ]
     assert fts.trigrams("勺嘴鹬 and 数据存储") == ["勺嘴鹬", "数据存", "据存储"]
     assert fts.trigrams("数据 x") == []
-    assert fts.query("?! ") == (None, None)
-    assert fts.query("it's") == ("'it' | 's'", None)
+    assert fts.pairs("勺嘴鹬 and 数据") == ["勺嘴", "嘴鹬", "数据"]
+    assert fts.query("?! ") == (None, None, None)
+    assert fts.query("it's") == ("'it' | 's'", None, None)
+    assert fts.query("数据存") == (None, "'数据存'", "'数据' | '据存'")
     ledger = open_pg()
     ledger.upsert_drawers([drawer("a", "the heron, the heron and the lake")], vectors(1), model="m")
     ((words,),) = postgres.sql(f"SELECT words::text FROM {schema}.drawers")
@@ -406,3 +408,4 @@ def test_full_text_repairs_itself(
     assert ledger.lexical_problem() is None
     assert [i for i, _ in ledger.lexical("heron", where=Filter(), limit=5)] == ["a"]
     assert [i for i, _ in ledger.lexical("勺嘴鹬", where=Filter(), limit=5)] == ["b"]
+    assert [i for i, _ in ledger.lexical("嘴鹬", where=Filter(), limit=5)] == ["b"]  # a pair

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from palace_retrievers.ledger.postgres import text as fts
 from palace_retrievers.ledger.postgres.schema import SCHEMA_VERSION as POSTGRES_VERSION
 from palace_retrievers.ledger.postgres.schema import PostgresSchema
 from palace_retrievers.ledger.sql.ddl import Column, FullText, Index, Part, Table, Type, Watch
@@ -106,6 +107,35 @@ def test_an_older_sqlite_ledger_migrates_to_the_same_schema(tmp_path: Path, vers
     finally:
         ledger.close()
     assert sqlite_catalog(path) == sqlite_catalog(new_sqlite(tmp_path / "new"))
+
+
+def test_migrating_cuts_the_character_pairs_of_what_was_there(tmp_path: Path) -> None:
+    """Step 5 adds the Chinese, Japanese and Korean character pairs: the drawers and
+    memories of a ledger of version 4 are cut on open, so that a word of two
+    characters finds them, and nothing asks for a repair afterwards."""
+    path = frozen_sqlite(tmp_path / "old", 4)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO drawers (id, text, wing, room, source, filed_at, ts) "
+            "VALUES ('d1', '我对芒果过敏', 'w', 'r', 's', '2026-01-01', 0)"
+        )
+        db.execute(
+            "INSERT INTO memories (id, text, kind, created_at, updated_at, status_at, ts) "
+            "VALUES ('m1', '体重：65kg', 'fact', '2026-01-01', '2026-01-01', '2026-01-01', 0)"
+        )
+    db.close()
+    ledger = SQLiteLedger(path)
+    try:
+        assert [i for i, _ in ledger.lexical("芒果", where=Filter(), limit=5)] == ["d1"]
+        assert [i for i, _ in ledger.lexical_memories("现在的体重", user_id=None)] == ["m1"]
+        assert ledger.lexical_problem() is None
+        ledger._db.execute("UPDATE meta SET value = '0' WHERE key = 'lexical_version'")
+        assert "version 0" in (ledger.lexical_problem() or "")
+        ledger.rebuild_lexical()
+        assert ledger.lexical_problem() is None
+        assert [i for i, _ in ledger.lexical("芒果", where=Filter(), limit=5)] == ["d1"]
+    finally:
+        ledger.close()
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------
@@ -202,12 +232,19 @@ def test_the_postgres_schema_is_the_frozen_one(
     frozen_postgres(postgres.url, old, POSTGRES_VERSION)
     PostgresLedger(tmp_path, {"url": postgres.url, "schema": new}).close()
     made_now = pg_catalog(postgres.url, new)
-    assert made_now == pg_catalog(postgres.url, old)
+    made_then = pg_catalog(postgres.url, old)
+    # What differs: the version of the cutting of text (postgres.text) its full text was
+    # written by; the frozen ledger's text is cut again on the first write (below).
+    assert made_now.pop("meta") == [("lexical_version", str(fts.VERSION))]
+    assert made_then.pop("meta") == [("lexical_version", "1")]
+    assert made_now == made_then
     assert all(made_now.values())
     # The frozen ledger opens as it is (nothing to migrate) and works.
     ledger = PostgresLedger(tmp_path, {"url": postgres.url, "schema": old}, create=False)
     try:
         assert ledger.schema_version == POSTGRES_VERSION
+        assert "version 1" in (ledger.lexical_problem() or "")
+        ledger.rebuild_lexical()
         assert ledger.lexical_problem() is None
         kept = Drawer(id="d1", text="kept in a frozen ledger", wing="w", room="r", source="s")
         ledger.upsert_drawers([kept], np.ones((1, 4), dtype=np.float32), model="m")

@@ -391,6 +391,24 @@ class DrawerStoreTests(LedgerSuite):
         assert self.found(ledger, "讨论预算") == ["other"]
         assert self.found(ledger, "火星探测器") == []
 
+    def test_lexical_finds_chinese_words_of_two_characters(self, ledger: Ledger) -> None:
+        """Most Chinese words are two characters: a text sharing only such words with
+        the query is found by its character pairs (a trigram index never finds it)."""
+        self.put(
+            ledger,
+            [
+                drawer("mango", "我对芒果过敏，不能吃芒果干"),
+                drawer("weight", "体重：65kg"),
+                drawer("other", "我们下周三开会讨论预算"),
+            ],
+        )
+        assert self.found(ledger, "芒果") == ["mango"]
+        assert self.found(ledger, "过年胖了，现在的体重68公斤") == ["weight"]
+        assert self.found(ledger, "预算表") == ["other"]
+        assert self.found(ledger, "芒") == []  # one character is no pair
+        assert self.found(ledger, "果过") == ["mango"]
+        assert self.found(ledger, "体 重") == []  # a pair is of one run
+
     def test_lexical_ranks_more_matches_first(self, ledger: Ledger) -> None:
         self.put(
             ledger,

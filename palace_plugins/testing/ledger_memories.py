@@ -226,6 +226,7 @@ class MemoryStoreTests:
             "old",
         ]
         assert found("数据存储在哪里", user_id="u1") == ["zh"]
+        assert found("上海", user_id="u1") == ["zh"]  # a word of two characters
         assert found("database", user_id="u2") == ["theirs"]
         assert found("database", user_id=None) == []
         assert found("zebra", user_id="u1") == []

@@ -52,6 +52,7 @@ from palace_retrievers.errors import (
     SchemaError,
 )
 from palace_retrievers.ids import palace_name as default_schema
+from palace_retrievers.ledger.postgres import text as fts
 from palace_retrievers.ledger.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from palace_retrievers.ledger.sql.ddl import newer
 
@@ -396,6 +397,10 @@ class PostgresConnection:
                 "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL)"
             )
         conn.execute(MIGRATIONS[version - 1])
+        if version == 1:  # a new ledger: no text was cut by an older version of the cutting
+            conn.execute(
+                "UPDATE meta SET value = %s WHERE key = 'lexical_version'", (str(fts.VERSION),)
+            )
         conn.execute("INSERT INTO schema_version VALUES (%s, now())", (version,))
 
     def _refuse_newer(self, version: int) -> None:

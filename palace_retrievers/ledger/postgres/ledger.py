@@ -203,7 +203,7 @@ class PostgresLedger(PostgresConnection, SQLLedger):
                     "ORDER BY score DESC, d.id LIMIT ?",
                     [terms, *params, limit],
                 )
-                for column, terms in zip(FULL_TEXT, fts.query(query), strict=True)
+                for column, terms in zip(fts.SEARCHED, fts.query(query), strict=True)
                 if terms is not None
             ),
             limit,

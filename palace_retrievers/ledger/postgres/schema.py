@@ -16,8 +16,9 @@ What differs from SQLite, and why:
   are ``COLLATE "C"``, so ``ORDER BY id`` is the code-point order Python sorts in.
 - Full text: each drawer and memory carries two ``tsvector`` columns written by the
   ledger (see :mod:`palace_retrievers.ledger.postgres.text`): ``words`` (the text's words,
-  case and accents folded) and ``grams`` (the trigrams of its Chinese, Japanese and
-  Korean runs, as FTS5's trigram table), each with a GIN index. No extension is needed:
+  case and accents folded) and ``grams`` (the trigrams and the character pairs of its
+  Chinese, Japanese and Korean runs, as the SQLite ledger's trigram and pair tables), each
+  with a GIN index. No extension is needed:
   neither ``pg_trgm`` nor ``unaccent``, nor ``vector``.
 - Embeddings are ``bytea`` (little-endian float32, as in SQLite): the ledger keeps any
   model's vectors whatever their dimension, and the ``pgvector`` backend keeps its own

@@ -9,12 +9,14 @@ and hands PostgreSQL finished values (``'word':1,4``), which it stores as given:
 - **words**: runs of letters and digits (``[^\\W_]+``) with Chinese, Japanese and Korean
   characters taken out, case-folded, accents removed (``Zürich`` → ``zurich``), each with
   its positions; the FTS5 ``unicode61 remove_diacritics 2`` table's counterpart.
-- **grams**: every three consecutive characters of each Chinese, Japanese or Korean run,
-  the counterpart of the FTS5 trigram table (a query's runs of three characters or more
-  look for their trigrams; shorter runs find nothing, as in SQLite).
+- **grams**: every three and every two consecutive characters of each Chinese, Japanese
+  or Korean run, the counterparts of the FTS5 trigram and pair tables (a trigram and a
+  pair never look alike: they differ in length).
 
-A query becomes the OR of its distinct terms, matched with ``@@`` through GIN indexes and
-ranked with ``ts_rank`` (a document naming more of the terms, more often, ranks higher).
+A query becomes three ``tsquery`` values, each the OR of its distinct terms: its words
+(over ``words``), its trigrams and its pairs (both over ``grams``), matched with ``@@``
+through GIN indexes and ranked with ``ts_rank`` (a document naming more of the terms,
+more often, ranks higher); a record found by several searches scores their sum.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 
-from palace_retrievers.ledger.sql.full_text import CJK, WORD, trigrams
+from palace_retrievers.ledger.sql.full_text import CJK, WORD, pairs, trigrams
 
-#: The version of the cutting below; the ledger recomputes its full text when it changes.
-VERSION = 1
+#: The version of the cutting below; the ledger recomputes its full text when it changes
+#: (2: the character pairs joined the trigrams in ``grams``).
+VERSION = 2
 
 #: PostgreSQL keeps positions up to 16,383 and at most 256 positions per lexeme.
 _MAX_POSITION = 16_383
@@ -85,14 +88,18 @@ def tsvector(lexemes: Iterable[str]) -> str:
 
 def document(text: str) -> tuple[str, str]:
     """The ``words`` and ``grams`` tsvector literals of a drawer's or memory's text."""
-    return tsvector(words(text)), tsvector(trigrams(text))
+    return tsvector(words(text)), tsvector([*trigrams(text), *pairs(text)])
 
 
-def query(text: str) -> tuple[str | None, str | None]:
-    """The ``tsquery`` literals (OR of the distinct terms) over ``words`` and ``grams``;
-    ``None`` where the query has no such term."""
+#: The column each of a query's searches reads (:func:`query`'s order).
+SEARCHED = ("words", "grams", "grams")
+
+
+def query(text: str) -> tuple[str | None, str | None, str | None]:
+    """The ``tsquery`` literals (OR of the distinct terms) of the query's words, trigrams
+    and pairs, searched in the :data:`SEARCHED` columns; ``None`` where it has none."""
     out: list[str | None] = []
-    for terms in (words(text), trigrams(text)):
+    for terms in (words(text), trigrams(text), pairs(text)):
         unique = [t for t in dict.fromkeys(terms) if len(t.encode("utf-8")) <= _MAX_LEXEME_BYTES]
         out.append(" | ".join(_quote(t) for t in unique) if unique else None)
-    return out[0], out[1]
+    return out[0], out[1], out[2]

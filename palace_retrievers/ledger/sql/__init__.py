@@ -4,9 +4,10 @@ Every query the two ledgers share, and the mapping between records and rows, is 
 here once, with ``?`` placeholders, and run through a small :class:`Dialect` that says
 what differs: how a statement's placeholders are written, how a time is stored, how a
 list of ids is matched, the few functions whose names differ, and the full-text cells a
-PostgreSQL row carries. Each ledger keeps only what is its own: its connection and
-transactions, its DDL for the one schema, how it searches full text (``_full_text``),
-its vector-index journal and how a memory's access is counted without waiting.
+row carries (PostgreSQL's words and grams, SQLite's character pairs). Each ledger keeps
+only what is its own: its connection and transactions, its DDL for the one schema, how
+it searches full text (``_full_text``), its vector-index journal and how a memory's
+access is counted without waiting.
 
 - :mod:`.store`: :class:`SQLStore`, the base of the parts below (a dialect, reads and
   transactions), and :class:`Dialect`, what a dialect says (the SQLite and PostgreSQL

@@ -105,6 +105,18 @@ class FullText:
 
 
 @dataclass(frozen=True, slots=True)
+class Pairs:
+    """The character pairs of ``table``'s Chinese, Japanese and Korean runs
+    (:func:`~palace_retrievers.ledger.sql.full_text.pairs`), searched as words: where the
+    database cannot cut them itself, a column the ledger writes
+    (:meth:`~palace_retrievers.ledger.sql.store.Dialect.text_cells`) and its full text."""
+
+    table: str
+    since: int = 1
+    only: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Watch:
     """The changes of ``table`` the vector-index journal takes in (under the collection
     of the same name): every insert and delete, and the updates of ``updates`` (every
@@ -126,7 +138,7 @@ class Row:
     only: str | None = None
 
 
-Part = Table | Index | FullText | Watch | Row
+Part = Table | Index | FullText | Pairs | Watch | Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +152,7 @@ class Step:
     full_text: tuple[FullText, ...]
     watches: tuple[Watch, ...]
     rows: tuple[Row, ...]
+    pairs: tuple[Pairs, ...] = ()
 
 
 class SchemaRenderer(ABC):
@@ -176,6 +189,8 @@ class SchemaRenderer(ABC):
         ]
         for text in step.full_text:
             statements += self.full_text(text, step)
+        for cut in step.pairs:
+            statements += self.pairs(cut)
         for watch in step.watches:
             statements += self.watch(watch, step)
         statements += [
@@ -239,6 +254,11 @@ class SchemaRenderer(ABC):
     def full_text(self, text: FullText, step: Step) -> list[str]:
         """What makes a table's text searchable, beyond its columns."""
 
+    def pairs(self, cut: Pairs) -> list[str]:
+        """The column of a table's character pairs and what searches it (only the
+        dialects whose full text cannot cut them are given a :class:`Pairs` part)."""
+        raise SchemaError(f"the {self.name} ledger cuts character pairs in its own full text")
+
     @abstractmethod
     def watch(self, watch: Watch, step: Step) -> list[str]:
         """The triggers that journal a table's changes for the vector index."""
@@ -270,6 +290,7 @@ def _step(parts: Sequence[Part], steps: range) -> Step:
         full_text=tuple(p for p in parts if isinstance(p, FullText) and p.since in steps),
         watches=tuple(p for p in parts if isinstance(p, Watch) and p.since in steps),
         rows=tuple(p for p in parts if isinstance(p, Row) and p.since in steps),
+        pairs=tuple(p for p in parts if isinstance(p, Pairs) and p.since in steps),
     )
 
 

@@ -1,9 +1,16 @@
 """What both dialects' full text does alike: cut Chinese, Japanese and Korean runs into
-trigrams, and add up the scores of a text's several searches.
+trigrams and character pairs, and add up the scores of a text's several searches.
 
-Each dialect searches its own way (SQLite: FTS5 tables of words and of trigrams;
-PostgreSQL: ``words`` and ``grams`` ``tsvector`` columns), two searches a query, one for
-its words and one for its trigrams; a record found by both scores their sum.
+Those scripts are written without spaces, so neither dialect's word search reads them.
+Most Chinese words are two characters long (数据, 体重, 芒果): a trigram index alone
+finds a text sharing only such words with the query never, which is why each run is cut
+into its character pairs as well (:func:`pairs`), beside its trigrams (:func:`trigrams`:
+longer names and phrases, and a closer match counts more).
+
+Each dialect searches its own way (SQLite: FTS5 tables of words, of trigrams and of
+pairs; PostgreSQL: ``words`` and ``grams`` ``tsvector`` columns, the trigrams and the
+pairs in ``grams``), three searches a query, one for its words, one for its trigrams and
+one for its pairs; a record found by several scores their sum.
 """
 
 from __future__ import annotations
@@ -17,10 +24,20 @@ WORD = re.compile(r"[^\W_]+")
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 
-def trigrams(text: str) -> list[str]:
-    """Every three consecutive characters of each Chinese, Japanese or Korean run (a
+def grams(text: str, size: int) -> list[str]:
+    """Every ``size`` consecutive characters of each Chinese, Japanese or Korean run (a
     shorter run has none)."""
-    return [run[i : i + 3] for run in CJK.findall(text) for i in range(len(run) - 2)]
+    return [run[i : i + size] for run in CJK.findall(text) for i in range(len(run) - size + 1)]
+
+
+def trigrams(text: str) -> list[str]:
+    """Every three consecutive characters of each Chinese, Japanese or Korean run."""
+    return grams(text, 3)
+
+
+def pairs(text: str) -> list[str]:
+    """Every two consecutive characters of each Chinese, Japanese or Korean run."""
+    return grams(text, 2)
 
 
 def added_up(

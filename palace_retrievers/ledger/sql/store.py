@@ -50,6 +50,7 @@ class Dialect(ABC):
     rows in insertion order         ``rowid``                       ``seq``
     text                            as is                           NUL as U+FFFD
     full text                       FTS5 tables kept by triggers    ``words``/``grams`` cells
+                                    (and a ``pairs`` cell)
     ==============================  ==============================  ========================
 
     The two are :data:`palace_retrievers.ledger.sqlite.dialect.SQLITE` and
@@ -70,8 +71,8 @@ class Dialect(ABC):
     same: ClassVar[str]
     #: Order by a column, its NULLs first (``{}`` is the column).
     nulls_first: ClassVar[str]
-    #: The full-text columns a drawer or memory row carries beyond its fields (none
-    #: where the database keeps full text itself), and a placeholder for a value of one.
+    #: The full-text columns a drawer or memory row carries beyond its fields (what the
+    #: database cannot cut itself), and a placeholder for a value of one.
     text_columns: ClassVar[tuple[str, ...]] = ()
     text_mark: ClassVar[str] = "?"
 

@@ -5,6 +5,10 @@ was mined from, and the vector-index journal. Step 3: memories with their histor
 full text, and the temporal knowledge graph. Step 4: drawers looked up by source (the
 neighbour and drawer-grep stages of a search ask for a source's drawers in chunk order;
 without that index it was a scan of every drawer of the wing: seconds at 50,000 drawers).
+Step 5 (SQLite only): the character pairs of the Chinese, Japanese and Korean text of
+drawers and memories, searched beside its trigrams (most Chinese words are two
+characters, which a trigram index never finds; the PostgreSQL ledger keeps the pairs in
+its ``grams`` column, cut again when its text version changes).
 
 A part of a step that ledgers already have is never changed: a change is a new step
 (``tests/test_ledger_schema.py`` holds what is rendered to the DDL existing ledgers were
@@ -20,6 +24,7 @@ from palace_retrievers.ledger.sql.ddl import (
     Column,
     FullText,
     Index,
+    Pairs,
     Part,
     Row,
     Table,
@@ -251,6 +256,12 @@ SCHEMA: tuple[Part, ...] = (
     Index("triples_memory", "triples", ("source_memory",), only="postgres"),
     # -- step 4 ---------------------------------------------------------------------------
     Index("drawers_by_source", "drawers", ("wing", "source", "chunk_index"), since=4),
+    # -- step 5 ---------------------------------------------------------------------------
+    Pairs("drawers", since=5, only="sqlite"),
+    Pairs("memories", since=5, only="sqlite"),
+    # The version of the cutting into pairs that wrote the pairs columns (the SQLite
+    # ledger cuts the pairs of the rows of before when it migrates to step 5, and sets it).
+    Row("meta", ("lexical_version", "0"), since=5, only="sqlite"),
 )
 
 #: The tables whose text is searched (both dialects').

@@ -1,5 +1,7 @@
 """The SQL core's SQLite dialect, :data:`SQLITE`: ``?`` placeholders, ids matched 500 at
-a time, times as ISO-8601 text, rows numbered by ``rowid``, full text kept by FTS5."""
+a time, times as ISO-8601 text, rows numbered by ``rowid``, full text kept by FTS5 (and
+the ``pairs`` cell of a drawer's or memory's Chinese, Japanese and Korean character
+pairs, which no FTS5 tokenizer cuts)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from palace_retrievers.ledger.sql.full_text import pairs
 from palace_retrievers.ledger.sql.store import Dialect, Session
 
 #: SQLite takes at most 999 parameters in older builds: ids go 500 to a statement.
@@ -25,6 +28,7 @@ class SQLiteDialect(Dialect):
     outer_join: ClassVar[str] = "CROSS JOIN"
     same: ClassVar[str] = "IS"
     nulls_first: ClassVar[str] = "{0} IS NOT NULL, {0}"
+    text_columns: ClassVar[tuple[str, ...]] = ("pairs",)
 
     def statement(self, sql: str) -> str:
         return sql
@@ -55,7 +59,12 @@ class SQLiteDialect(Dialect):
         return text
 
     def text_cells(self, text: str) -> tuple[Any, ...]:
-        return ()
+        return (cut_pairs(text),)
+
+
+def cut_pairs(text: str) -> str:
+    """A text's ``pairs`` cell: its character pairs, space-separated, each an FTS5 word."""
+    return " ".join(pairs(text))
 
 
 SQLITE = SQLiteDialect()

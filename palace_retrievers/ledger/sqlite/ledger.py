@@ -21,12 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
-from palace_retrievers.ledger.sql.ddl import newer
-from palace_retrievers.ledger.sql.full_text import CJK, WORD, added_up, trigrams
+from palace_retrievers.ledger.sql.ddl import Pairs, newer
+from palace_retrievers.ledger.sql.full_text import CJK, WORD, added_up, pairs, trigrams
 from palace_retrievers.ledger.sql.ledger import SQLLedger
-from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES
-from palace_retrievers.ledger.sqlite.dialect import SQLITE
-from palace_retrievers.ledger.sqlite.schema import FULL_TEXT, MIGRATIONS, SCHEMA_VERSION, fts_table
+from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES, SCHEMA
+from palace_retrievers.ledger.sqlite.dialect import SQLITE, cut_pairs
+from palace_retrievers.ledger.sqlite.schema import (
+    FULL_TEXT,
+    MIGRATIONS,
+    PAIRS,
+    SCHEMA_VERSION,
+    fts_table,
+)
 
 LEDGER_FILE = "ledger.sqlite3"
 
@@ -66,10 +72,22 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def fts_terms(query: str) -> tuple[list[str], list[str]]:
-    """The terms of ``query`` for the word table and for the trigram table."""
+#: The version of the cutting into pairs (:func:`~.dialect.cut_pairs`) that wrote the
+#: ``pairs`` columns, in the ``meta`` row ``lexical_version``: where it differs, the
+#: full-text repair (:meth:`SQLiteLedger.rebuild_lexical`) cuts them again.
+PAIRS_VERSION = 1
+#: The schema step that brought the ``pairs`` columns: migrating to it cuts the pairs of
+#: the rows already there.
+PAIRS_STEP = min(part.since for part in SCHEMA if isinstance(part, Pairs))
+
+#: Each FTS5 table of a table with text, by its ending, with its tokenizer and column.
+_FTS_TABLES = (*((end, tokenize, "text") for end, tokenize in FULL_TEXT), (*PAIRS, "pairs"))
+
+
+def fts_terms(query: str) -> tuple[list[str], list[str], list[str]]:
+    """The terms of ``query`` for the word, trigram and pair tables."""
     latin = [w for w in WORD.findall(query) if not CJK.search(w)]
-    return latin, trigrams(query)
+    return latin, trigrams(query), pairs(query)
 
 
 def fts_match(terms: Sequence[str]) -> str:
@@ -207,6 +225,8 @@ class SQLiteLedger(SQLLedger):
                     continue  # another process migrated it while this one waited
                 for statement in _statements(MIGRATIONS[version - 1]):
                     db.execute(statement)
+                if version == PAIRS_STEP:
+                    _cut_pairs(db)  # the rows of before, in the step's transaction
                 db.execute(
                     "INSERT INTO schema_version VALUES (?, ?)",
                     (version, SQLITE.filed(datetime.now(UTC))),
@@ -299,30 +319,39 @@ class SQLiteLedger(SQLLedger):
     def lexical_problem(self) -> str | None:
         names = {r[0] for r in self._read("SELECT name FROM sqlite_master")}
         for content in FULL_TEXT_TABLES:
-            for table in (f"{content}_{end}" for end, _ in FULL_TEXT):
+            for table in (f"{content}_{end}" for end, _, _ in _FTS_TABLES):
                 if table not in names or f"{table}_docsize" not in names:
                     return f"the full-text table {table} is missing"
                 ((indexed,),) = self._read(f"SELECT count(*) FROM {table}_docsize")
                 ((rows,),) = self._read(f"SELECT count(*) FROM {content}")
                 if indexed != rows:
                     return f"the full-text table {table} indexes {indexed} of {rows} {content}"
+        version = self._read("SELECT value FROM meta WHERE key = 'lexical_version'")
+        if version != [(str(PAIRS_VERSION),)]:
+            found = version[0][0] if version else "none"
+            return f"the character pairs were cut by version {found} (this one is {PAIRS_VERSION})"
         return None
 
     def rebuild_lexical(self) -> None:
+        """Cut the character pairs again where they differ and rebuild every FTS5 table;
+        the generation is left alone."""
         with self._write(bump=False) as db:
+            _cut_pairs(db)
             for content in FULL_TEXT_TABLES:
-                for end, tokenize in FULL_TEXT:
-                    db.execute(fts_table(content, end, tokenize, if_missing=True))
+                for end, tokenize, column in _FTS_TABLES:
+                    db.execute(fts_table(content, end, tokenize, if_missing=True, column=column))
                     table = f"{content}_{end}"
                     db.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
 
     def _full_text(
         self, table: str, query: str, condition: str, params: list[Any], limit: int
     ) -> list[tuple[str, float]]:
-        """The FTS5 word and trigram tables of ``table``, their bm25 scores added up. The
-        drawers' are read on the calling thread's own connection (see _side_read)."""
+        """The FTS5 word, trigram and pair tables of ``table``, their bm25 scores added
+        up. The drawers' are read on the calling thread's own connection (see
+        _side_read)."""
         read = self._side_read if table == "drawers" else self._read
-        searches = zip((f"{table}_fts", f"{table}_trigram"), fts_terms(query), strict=True)
+        tables = (f"{table}_{end}" for end, _, _ in _FTS_TABLES)
+        searches = zip(tables, fts_terms(query), strict=True)
         return added_up(
             (
                 read(
@@ -374,6 +403,29 @@ class SQLiteLedger(SQLLedger):
                 side.close()
             self._side_dbs.clear()
             self._db.close()
+
+
+def _cut_pairs(db: sqlite3.Connection, batch_size: int = 1000) -> None:
+    """Write each drawer's and memory's ``pairs`` cell where it is not what
+    :data:`PAIRS_VERSION` cuts (the triggers keep the pair tables), and that version in
+    ``meta``. An update of a drawer journals it for the vector index, as any does."""
+    for content in FULL_TEXT_TABLES:
+        last = 0
+        while rows := db.execute(
+            f"SELECT rowid, text, pairs FROM {content} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (last, batch_size),
+        ).fetchall():
+            last = rows[-1][0]
+            cut = ((cut_pairs(text), rowid, was) for rowid, text, was in rows)
+            db.executemany(
+                f"UPDATE {content} SET pairs = ? WHERE rowid = ?",
+                [(now, rowid) for now, rowid, was in cut if now != was],
+            )
+    db.execute(
+        "INSERT INTO meta VALUES ('lexical_version', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(PAIRS_VERSION),),
+    )
 
 
 def _statements(script: str) -> Iterator[str]:

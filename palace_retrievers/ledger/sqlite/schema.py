@@ -7,7 +7,9 @@ forward on open, in one transaction per step; a ledger whose version is above
 
 What is SQLite's own: numbered tables keep their order in ``rowid``; the journal table
 has no rowid; each table with text has two FTS5 tables (:data:`FULL_TEXT`: words, and
-trigrams for Chinese, Japanese and substrings) kept by triggers, and the journal is
+trigrams for Chinese, Japanese and substrings) kept by triggers, and since step 5 a
+third (:data:`PAIRS`) over a ``pairs`` column the ledger writes (the character pairs of
+Chinese, Japanese and Korean runs, space-separated: no FTS5 tokenizer cuts them), and the journal is
 written by triggers that insert an id unless it is there (``NOT EXISTS``, not ``INSERT OR
 IGNORE``: an upsert's conflict clause would override the trigger's).
 """
@@ -20,6 +22,7 @@ from typing import ClassVar
 from palace_retrievers.ledger.sql.ddl import (
     Column,
     FullText,
+    Pairs,
     SchemaRenderer,
     Step,
     Table,
@@ -30,13 +33,18 @@ from palace_retrievers.ledger.sql.tables import SCHEMA
 
 #: A full-text table's FTS5 tables (by their ending) and their tokenizers.
 FULL_TEXT = (("fts", "unicode61 remove_diacritics 2"), ("trigram", "trigram"))
+#: The FTS5 table of a table's ``pairs`` column (by its ending) and its tokenizer: each
+#: pair, between spaces, is a word.
+PAIRS = ("pairs", "unicode61 remove_diacritics 0")
 
 
-def fts_table(table: str, ending: str, tokenize: str, *, if_missing: bool = False) -> str:
-    """The statement creating one of ``table``'s FTS5 tables."""
+def fts_table(
+    table: str, ending: str, tokenize: str, *, if_missing: bool = False, column: str = "text"
+) -> str:
+    """The statement creating one of ``table``'s FTS5 tables (of its ``column``)."""
     missing = "IF NOT EXISTS " if if_missing else ""
     return (
-        f"CREATE VIRTUAL TABLE {missing}{table}_{ending} USING fts5 (text, content = "
+        f"CREATE VIRTUAL TABLE {missing}{table}_{ending} USING fts5 ({column}, content = "
         f"'{table}', content_rowid = 'rowid', tokenize = '{tokenize}')"
     )
 
@@ -109,6 +117,24 @@ class SQLiteSchema(SchemaRenderer):
                 table,
                 _unindexed(table) + _indexed(table),
             ),
+        ]
+
+    def pairs(self, cut: Pairs) -> list[str]:
+        """The ``pairs`` column, its FTS5 table (holding the rows already there) and the
+        triggers that keep it."""
+        table, (end, tokenize) = cut.table, PAIRS
+        fts = f"{table}_{end}"
+        insert = f"INSERT INTO {fts} (rowid, pairs) VALUES (new.rowid, new.pairs)"
+        delete = f"INSERT INTO {fts} ({fts}, rowid, pairs) VALUES ('delete', old.rowid, old.pairs)"
+        return [
+            f"ALTER TABLE {table} ADD COLUMN pairs TEXT NOT NULL DEFAULT ''",
+            fts_table(table, end, tokenize, column="pairs"),
+            # the rows already there, as yet without pairs: an update deletes a row's
+            # entry, which must be there
+            f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')",
+            _trigger(f"{fts}_ai", "INSERT", table, [insert]),
+            _trigger(f"{fts}_ad", "DELETE", table, [delete]),
+            _trigger(f"{fts}_au", "UPDATE OF pairs", table, [delete, insert]),
         ]
 
     def watch(self, watch: Watch, step: Step) -> list[str]:
