@@ -18,6 +18,17 @@ policy of before and the one the rule of ``benchmarks/README.md`` chooses ("Choo
 judges, the gate and the policy"), replayed as ``remember.py --grid`` does, on users with
 1, 2, 5 (:func:`few`) and 200 memories pooled, and each size at the chosen policy.
 
+The shipped model (``--baseline``, read with its own features' columns, so a model of
+fewer features is replayed beside one of more) is replayed on the same lists, at the
+shipped policy and at the rule's choice. ``--evaluate`` replays both on other rows (e.g.
+a spent blind set's, gathered with ``judge_rows.py --shortlist 3 --vector 16 --lexical
+8``: the palace's gate and shortlist) at the shipped policy, per set and language; with
+``--misses`` each pair either decides wrongly is printed.
+
+``--extra NAME ...`` adds candidate features of ``listwise_extra.py`` to the new model
+(replayed here only: the palace reads a model of :data:`listwise.FEATURES` alone, so
+``--out`` is refused with them), to measure what each earns before it joins.
+
 ``--shortlist 3`` replays the lists as the learned judge reads them since it reads only
 a shortlist (the others are new); with the shipped model on the selection rows that
 decides as the whole list does (benchmarks/README.md, "Speed: a shortlist ...").
@@ -26,6 +37,9 @@ Usage::
 
     .venv/bin/python benchmarks/train_listwise.py --one-gate --train rows_train.jsonl \\
         --select rows_select.jsonl --out palace_retrievers/memory/learned/data/listwise.json
+    .venv/bin/python benchmarks/train_listwise.py --one-gate --shortlist 3 \\
+        --train rows_train.jsonl --select rows_select.jsonl \\
+        --evaluate rows_blind.jsonl --misses --extra new_marks old_marks shared_marks
 """
 
 from __future__ import annotations
@@ -42,7 +56,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from remember import Judged, choose, grid_row, policies, policy_tally, qualifies
+from listwise_extra import EXTRA, columns
+from remember import (
+    Judged,
+    choose,
+    grid_row,
+    policies,
+    policy_tally,
+    qualifies,
+    rates,
+    simulated,
+)
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
@@ -52,6 +76,7 @@ from palace_retrievers.config import MemoryConfig
 from palace_retrievers.memory.decide import Policy
 from palace_retrievers.memory.judges import LABELS, Opinion
 from palace_retrievers.memory.learned import listwise
+from palace_retrievers.memory.learned.pair_estimators import Forest, Linear
 
 TREES, DEPTH, SEED, C = 100, 6, 0, 1.0
 _DEFAULTS = MemoryConfig()
@@ -66,6 +91,30 @@ SHORT = (1, 2, 3, 5, 9)  # the shorter lists' sizes (see sublists)
 FEW = (1, 2, 5)  # users with this many memories, replayed on the --select rows
 GATES = ((8, 4), (12, 6), (16, 8), (20, 10))
 EMBEDDER = "all-MiniLM-L6-v2"
+
+
+#: ``--extra``: the candidate features added after :data:`listwise.FEATURES`.
+EXTRA_NAMES: list[str] = []
+
+
+class Replayed:
+    """A list-wise model replayed from its spec on the columns of its own features, of
+    :data:`listwise.FEATURES` and :data:`EXTRA_NAMES` (a model of fewer features, as the
+    shipped one, reads its own columns)."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        names = (*listwise.FEATURES, *EXTRA_NAMES)
+        self.columns = [names.index(name) for name in spec["features"]]
+        self.labels = tuple(spec["labels"])
+        self.forest = Forest(spec["forest"]["trees"])
+        self.linear = Linear(spec["linear"])
+
+    def probabilities(self, rows: np.ndarray) -> list[dict[str, float]]:
+        out = []
+        for row in rows[:, self.columns]:
+            p = (self.forest.probabilities(row) + self.linear.probabilities(row)) / 2
+            out.append({label: float(x) for label, x in zip(self.labels, p, strict=True)})
+        return out
 
 
 def read(paths: Sequence[Path]) -> list[dict[str, Any]]:
@@ -89,13 +138,16 @@ def gated(row: dict[str, Any], vector: int, lexical: int) -> list[dict[str, Any]
 
 
 def row_features(row: dict[str, Any], candidates: Sequence[dict[str, Any]]) -> np.ndarray:
-    return listwise.features(
-        [c["text"] for c in candidates],
+    """:func:`listwise.features` of the candidates, then the :data:`EXTRA_NAMES`."""
+    olds = [c["text"] for c in candidates]
+    x = listwise.features(
+        olds,
         row["new"],
         [c["cosine"] for c in candidates],
         [c["learned"] for c in candidates],
         [c["structural"] for c in candidates],
     )
+    return np.hstack([x, columns(olds, row["new"], EXTRA_NAMES)]) if EXTRA_NAMES else x
 
 
 def sublists(
@@ -154,7 +206,7 @@ def fit(
     assert tuple(forest.classes_) == tuple(linear.classes_) == LABELS
     return {
         "labels": list(LABELS),
-        "features": list(listwise.FEATURES),
+        "features": [*listwise.FEATURES, *EXTRA_NAMES],
         "trained_on": list(trained_on),
         "embedder": EMBEDDER,
         "forest": {"trees": forest_trees(forest)},
@@ -170,7 +222,7 @@ def fit(
 def judged(
     rows: Sequence[dict[str, Any]],
     lists: Sequence[Sequence[dict[str, Any]]],
-    model: listwise.Listwise | None,
+    model: listwise.Listwise | Replayed | None,
 ) -> list[Judged]:
     """The rows, each with its list of candidates, as ``remember.py --grid`` replays them:
     the pair judges' opinions, or the list-wise model's."""
@@ -239,9 +291,64 @@ def report(title: str, rows: Sequence[Judged]) -> list[tuple[Policy, Any]]:
         print(grid_row(policy, tally))
     for lang in ("en", "zh"):
         sub = [r for r in rows if r.lang == lang]
-        if sub:
-            print(f"{lang}: " + grid_row(chosen[0], policy_tally(sub, chosen[0])))
+        for policy in dict.fromkeys((SHIPPED, chosen[0])):
+            if sub:
+                print(f"{lang}: " + grid_row(policy, policy_tally(sub, policy)))
     return results
+
+
+def tally_row(name: str, tally: Any) -> str:
+    _, _, _, hidden, dropped = rates(tally)
+    return (
+        f"| {name} | {tally.pairs} | {tally.pr('update')} | {tally.pr('duplicate')} | "
+        f"{tally.related} | {hidden:.3f} | {dropped:.3f} | "
+        f"{tally.collateral / max(tally.pairs, 1):.3f} |"
+    )
+
+
+def evaluate(
+    rows: Sequence[dict[str, Any]],
+    models: dict[str, listwise.Listwise | Replayed],
+    gate: tuple[int, int],
+    shortlist: int,
+    misses: bool,
+) -> None:
+    """Each model replayed on ``rows`` at the shipped policy, per set and language (and
+    with ``misses`` each pair it decides wrongly)."""
+    lists = [shortened(row, gated(row, *gate), shortlist) for row in rows]
+    cells = sorted({(r["set"], r["lang"]) for r in rows})
+    for name, model in models.items():
+        decided = judged(rows, lists, model)
+        print(
+            f"\n### {name}, at the shipped policy\n\n| set | pairs | update P / R | "
+            "duplicate P / R | related | hidden true | dropped update | unrelated superseded |"
+            "\n" + "|---" * 8 + "|"
+        )
+        for set_name, lang in cells:
+            sub = [
+                d
+                for d, r in zip(decided, rows, strict=True)
+                if (r["set"], r["lang"]) == (set_name, lang)
+            ]
+            print(tally_row(f"{set_name} ({lang})", policy_tally(sub, SHIPPED)))
+        for lang in sorted({lang for _, lang in cells}):
+            sub = [d for d in decided if d.lang == lang]
+            print(tally_row(f"all ({lang})", policy_tally(sub, SHIPPED)))
+        print(tally_row("**all**", policy_tally(decided, SHIPPED)))
+        if misses:
+            for row, candidates, d in zip(rows, lists, decided, strict=True):
+                said = simulated(d, SHIPPED)[0]
+                if said == row["gold"]:
+                    continue
+                print(
+                    f"\n- {row['set']} {row['lang']} gold {row['gold']}, said {said}: {row['new']}"
+                )
+                for c, opinion in zip(candidates, d.opinions, strict=True):
+                    shown = " ".join(
+                        f"{k[0]} {v:.2f}" for k, v in sorted(opinion.probabilities.items())
+                    )
+                    mark = "OLD " if c["old"] else ""
+                    print(f"    {mark}[{shown}] {c['text']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -267,7 +374,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="replay each --select list as the learned judge reads it: only its shortlist "
         "of this many (listwise.shortlist; 0: every candidate), the others new",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=listwise.LISTWISE_FILE,
+        help="the list-wise model replayed beside the new one (default: the shipped one)",
+    )
+    parser.add_argument("--evaluate", type=Path, nargs="+", help="rows to replay both models on")
+    parser.add_argument("--misses", action="store_true", help="print --evaluate's wrong calls")
+    parser.add_argument(
+        "--extra", nargs="+", default=[], choices=list(EXTRA), help="candidate features added"
+    )
     args = parser.parse_args(argv)
+    if args.extra and args.out:
+        parser.error("a model with --extra features is not one the palace reads: no --out")
+    EXTRA_NAMES[:] = args.extra
+    baseline = Replayed(json.loads(args.baseline.read_text(encoding="utf-8")))
     train, select = read(args.train), read(args.select)
     trained_on = sorted({r["set"] for r in train})
     weights = {"new": 1.0, "update": args.weight, "duplicate": args.weight}
@@ -277,7 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for vector, lexical in [tuple(args.gate)] if args.one_gate else GATES:
         x, y = examples(train, vector, lexical, short=not args.long_only)
         spec = fit(x, y, trained_on, weights)
-        model = listwise.Listwise(spec)
+        model: listwise.Listwise | Replayed = (
+            Replayed(spec) if EXTRA_NAMES else listwise.Listwise(spec)
+        )
         if args.out and (vector, lexical) == tuple(args.gate):
             args.out.write_text(json.dumps(spec), encoding="utf-8")
             print(f"wrote {args.out}")
@@ -294,16 +418,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             for n in FEW
         } | {"200 memories": lists}
-        for name, m in (("pair judges alone", None), ("with the list-wise model", model)):
+        replays: tuple[tuple[str, listwise.Listwise | Replayed | None], ...] = (
+            ("pair judges alone", None),
+            (f"the baseline list-wise model ({args.baseline.name})", baseline),
+            ("with the list-wise model", model),
+        )
+        for name, m in replays:
             by_size = {size: judged(select, chosen, m) for size, chosen in sizes.items()}
             results = report(name, [r for rows in by_size.values() for r in rows])
             policy = choose(results)[0]
             for size, rows in by_size.items():
                 print(f"{size}: " + grid_row(policy, policy_tally(rows, policy)))
             every += [(f"{name}, gate {vector}/{lexical}", p, t) for p, t in results]
+        if args.evaluate and (vector, lexical) == tuple(args.gate):
+            models = {f"baseline ({args.baseline.name})": baseline, "new": model}
+            evaluate(read(args.evaluate), models, (vector, lexical), args.shortlist, args.misses)
     policy, tally = choose([(p, t) for _, p, t in every])
     where = next(name for name, p, t in every if p == policy and t is tally)
-    print(f"\nOver every gate and both: the rule chooses {where}:\n{grid_row(policy, tally)}")
+    print(f"\nOver every gate and all: the rule chooses {where}:\n{grid_row(policy, tally)}")
     return 0
 
 
