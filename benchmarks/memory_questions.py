@@ -27,17 +27,27 @@ drawers' scale, see :mod:`palace_retrievers.memory.scale`) and **recall merge**
 scores, the merge before). A memory answer that ``remember`` did not keep current
 (taken for a duplicate or an update of another memory) counts as a miss and is counted.
 
+**Mined memories** (``--sample-corpus``): the sample corpus (``examples/sample-corpus``)
+mined once with the defaults, so the rules extractor files the memories it reads from
+the files (fragments among them), and each query of ``examples/QUERIES.md``'s table asked
+once (``Palace.search(q, k=10, wing="larkspur")``), labelled with its best answer file: the
+rank of the first hit from that file (a memory counts as the file it was read from), per
+system, with ``drawers only`` (``memories=False``) beside the two, and how many queries have
+an extracted memory first.
+
 Usage::
 
     .venv/bin/python benchmarks/memory_questions.py                  # every writer's file
     .venv/bin/python benchmarks/memory_questions.py --writer eng --misses
     .venv/bin/python benchmarks/memory_questions.py --set memory.prior=0.1
+    .venv/bin/python benchmarks/memory_questions.py --sample-corpus --misses
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -48,9 +58,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from palace_retrievers import Palace
+from palace_retrievers import Hit, Palace
 
 DATA = Path(__file__).resolve().parent / "data"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: A row of ``examples/QUERIES.md``'s table: number, query, best answer (its first path).
+QUERY_ROW = re.compile(r"^\| *\d+ *\| *(?P<query>[^|]+?) *\| *`(?P<path>[^`]+)`")
 PREFIX = "memory_questions_"
 USER = "owner"
 K = 10
@@ -223,6 +236,64 @@ def report(tallies: Mapping[tuple[str, str, str], Tally], files: Mapping[str, Pa
                 )
 
 
+def sample_queries(path: Path) -> list[tuple[str, str]]:
+    """(query, best answer file) of each row of ``QUERIES.md``'s table."""
+    rows = [QUERY_ROW.match(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [(m["query"], m["path"]) for m in rows if m is not None]
+
+
+def sample_corpus(extra: Mapping[str, Any], misses: bool) -> None:
+    """The mined sample corpus's queries under each system, and ``drawers only`` (see the
+    module's documentation)."""
+    queries = sample_queries(EXAMPLES / "QUERIES.md")
+    systems: dict[str, tuple[dict[str, Any], bool]] = {
+        name: (merged(extra, more), True) for name, more in SYSTEMS.items()
+    }
+    systems["drawers only"] = (dict(extra), False)
+    print("| system | n | hit@1 | hit@3 | MRR | an extracted memory first |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="palace-mq-") as folder:
+        filled = Path(folder) / "filled"
+        with Palace.open(filled, config=dict(extra)) as palace:
+            palace.mine(EXAMPLES / "sample-corpus", wing="larkspur", progress=False)
+        for n, (system, (config, memories)) in enumerate(systems.items()):
+            where = Path(folder) / f"system{n}"
+            shutil.copytree(filled, where)
+            tally, first = Tally(), 0
+            with Palace.open(where, config=config) as palace:
+                for query, path in queries:
+                    hits = palace.search(query, k=K, wing="larkspur", memories=memories)
+                    files = [file_of(palace, hit) for hit in hits]
+                    rank = next((i + 1 for i, f in enumerate(files) if f.endswith(path)), 0)
+                    tally.ranks.append(rank)
+                    top = hits[0] if hits else None
+                    first += top is not None and extracted(top)
+                    if misses and rank != 1 and top is not None:
+                        kind = "memory" if top.memory is not None else "drawer"
+                        print(
+                            f"  [{system}] {query!r} -> {path} at {rank or '-'}; first a {kind} "
+                            f"of {files[0]}: {' '.join(top.text.split())[:80]!r}"
+                        )
+            print(
+                f"| {system} | {len(queries)} | {tally.hit(1):.3f} | {tally.hit(3):.3f} | "
+                f"{tally.mrr():.3f} | {first} |"
+            )
+
+
+def extracted(hit: Hit) -> bool:
+    """Whether ``hit`` is a memory the extractor read from drawers."""
+    return hit.memory is not None and hit.memory.origin == "extracted"
+
+
+def file_of(palace: Palace, hit: Hit) -> str:
+    """The source a hit comes from: a drawer's, or the first of a memory's source drawers
+    (``""`` for a memory read from none)."""
+    if hit.memory is None:
+        return hit.source
+    found = palace.ledger.get_drawers(list(hit.memory.source_ids)[:1])
+    return found[0].source if found else ""
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -232,7 +303,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="palace.toml override"
     )
     parser.add_argument("--misses", action="store_true", help="print each question not first")
+    parser.add_argument(
+        "--sample-corpus",
+        action="store_true",
+        help="the mined sample corpus's queries (examples/QUERIES.md) instead of the writers",
+    )
     args = parser.parse_args(argv)
+    if args.sample_corpus:
+        started = time.perf_counter()
+        sample_corpus(overrides(args.set), args.misses)
+        print(f"\n{time.perf_counter() - started:.0f} s")
+        return
     files = writers(args.writer)
     if not files:
         sys.exit(f"no {PREFIX}<writer>.jsonl in {DATA}")

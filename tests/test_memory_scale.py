@@ -15,7 +15,8 @@ import pytest
 from palace_retrievers import Palace
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.memory.scale import shared_scale
+from palace_retrievers.memory.scale import BESIDE, bound_to_sources, shared_scale
+from palace_retrievers.records import Hit
 from palace_retrievers.web.screenshots import seed_demo
 
 QUESTION = "which database do we use for orders?"
@@ -82,3 +83,55 @@ def test_relevance_is_shared_and_worth_anchors_at_the_top_drawer(
 def test_the_scale_setting_is_checked(open_palace: Callable[..., Palace], tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"memory\.scale"):
         open_palace(tmp_path / "p", config={"memory": {"scale": "loudest"}})
+
+
+VOLUNTEERS = "what do volunteers need when there is no signal in the field?"
+
+
+def test_a_mined_memory_stands_by_its_source(sample_palace: Palace) -> None:
+    """REAL MiniLM and Chroma, the mined sample corpus: the rules extractor read "Train with
+    bad signal for part of Tuesday" from a retro; on relevance alone it ranked first for
+    the volunteers' question, above the interview that answers it. Bound to its sources,
+    no extracted memory ranks above the drawers it was read from."""
+    hits = sample_palace.search(VOLUNTEERS, k=10, wing="larkspur")
+    assert not hits[0].is_memory
+    assert hits[0].source.endswith("interview-field-volunteer.txt")
+    listed = [h.id for h in hits]
+    for n, hit in enumerate(hits):
+        if hit.memory is None or hit.memory.origin != "extracted":
+            continue
+        below = listed[n + 1 :]
+        assert any(i in below for i in hit.memory.source_ids), hit.text
+        assert "bound" not in hit.scores or hit.scores["final"] <= hit.scores["bound"] + 1e-5
+    assert "Train with bad signal" not in hits[0].text
+
+
+def test_extracted_memories_are_bound_and_told_ones_are_not(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """FAKE embedder: the arithmetic of bound_to_sources on memories made by the palace."""
+    palace = open_palace(tmp_path / "p", backend="sqlite")
+    first, second = palace.add_texts(["orders database notes", "lunch pizza"], user_id="u1")
+    drawers = palace.search("orders", k=1, user_id="u1", memories=False)
+    scored = {h.id: h.score for h in drawers}
+    assert list(scored) == [first]  # the lunch is not among the drawer hits
+
+    def remembered(text: str, origin: str, sources: tuple[str, ...]) -> Hit:
+        memory = palace.remember(
+            text, user_id="u1", origin=origin, source_ids=sources, kind="event"
+        ).memory
+        return Hit(drawer=memory.as_drawer(), score=9.0, scores={"final": 9.0}, memory=memory)
+
+    beside = remembered("The orders database is PostgreSQL", "extracted", (first,))
+    lost = remembered("Pizza for lunch", "extracted", (second,))
+    told = remembered("I keep the orders in PostgreSQL", "explicit", ())
+    bound = {h.id: h for h in bound_to_sources([beside, lost, told], drawers)}
+    assert bound[told.id].score == 9.0  # its own evidence: not bound
+    assert bound[beside.id].score == pytest.approx(scored[first] + BESIDE)
+    assert bound[beside.id].scores["bound"] == scored[first]
+    assert bound[lost.id].score == pytest.approx(min(scored.values()) - BESIDE)
+    assert bound[lost.id].scores["bound"] == 0.0
+    # A memory already below its bound keeps its score; no drawer hit binds nothing.
+    low = Hit(drawer=beside.drawer, score=0.0, scores={"final": 0.0}, memory=beside.memory)
+    assert bound_to_sources([low], drawers)[0].score == 0.0
+    assert bound_to_sources([beside], [])[0].score == 9.0

@@ -21,6 +21,7 @@ from palace_retrievers.facade.model import Model
 from palace_retrievers.graph import KnowledgeGraph
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.memory.recall import Recall, merge
+from palace_retrievers.memory.scale import bound_to_sources
 from palace_retrievers.records import Filter, Hit
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.search.indexes import IndexSet
@@ -95,6 +96,8 @@ class Searching:
         if not candidates:
             return hits
         found = self._recall.hits(candidates, drawers=hits, query_terms=query_terms, now=now)
+        if self._config.memory.scale == "drawers":
+            found = bound_to_sources(found, hits)  # extracted memories beside their sources
         hits = merge(hits, found, k)
         self._touch(hits, now)
         return self._recall.with_history(hits) if include_history else hits

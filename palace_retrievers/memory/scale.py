@@ -25,6 +25,19 @@ A memory hit's score is then ``worth × relevance × standing`` (the recall modu
 ``standing`` is: 1 for a memory its owner asked to keep that is not fresh), so a
 memory that answers as well as the top drawer scores what that drawer scores. Drawer hits
 keep their scores and their order.
+
+**Extracted memories stand by their sources.** A memory the extractor read from drawers
+(``origin = "extracted"``: a mined file's or conversation's line, a rule's guess at a
+fact, often a fragment such as a heading) is no more than a reading of its source drawers,
+so :func:`bound_to_sources` ranks it beside them: just above the best of its sources among
+the drawer hits (``scores["bound"]`` = that drawer's score), and never above it; when none
+of its sources is among them, the search did not find their text relevant, and the memory
+goes just below the last drawer hit (``scores["bound"]`` = 0), so a list cut at ``k``
+leaves it out. Without it, a short fragment that repeats the query's words ("Train with bad
+signal for part of Tuesday", read from a retro, for "what do volunteers need when there is
+no signal in the field?") ranked first on relevance alone, above the interview that
+answers. A memory its owner told (``origin = "explicit"``) is not bound: it is its own
+evidence.
 """
 
 from __future__ import annotations
@@ -35,6 +48,10 @@ from dataclasses import dataclass
 from palace_retrievers.config import SearchConfig
 from palace_retrievers.records import Hit
 from palace_retrievers.search import fusion
+
+#: How far above its best source drawer (or below the last drawer hit) an extracted memory
+#: is put (see :func:`bound_to_sources`).
+BESIDE = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +94,30 @@ def shared_scale(
     if drawers and relevance[0] > 0:
         worth = drawers[0].score / relevance[0]
     return Shared(relevance=relevance[len(drawers) :], worth=worth)
+
+
+def bound_to_sources(memories: Sequence[Hit], drawers: Sequence[Hit]) -> list[Hit]:
+    """``memories`` (memory hits) with each extracted one scored no higher than just above
+    the best of its source drawers among ``drawers`` (the search's drawer hits), or just
+    below the last of them when none of its sources is there (see the module's
+    documentation), best first. Memories told by their owner, and every memory when there
+    is no drawer hit, keep their scores."""
+    if not drawers:
+        return list(memories)
+    found = {h.id: h.score for h in drawers}
+    last = min(found.values())
+    out = []
+    for hit in memories:
+        memory = hit.memory
+        if memory is None or memory.origin != "extracted" or not memory.source_ids:
+            out.append(hit)
+            continue
+        sources = [found[i] for i in memory.source_ids if i in found]
+        bound = max(sources) + BESIDE if sources else last - BESIDE
+        if hit.score <= bound:
+            out.append(hit)
+            continue
+        scores = {**hit.scores, "final": bound, "bound": max(sources, default=0.0)}
+        out.append(Hit(drawer=hit.drawer, score=bound, scores=scores, memory=memory))
+    out.sort(key=lambda h: (-h.score, h.id))
+    return out
