@@ -393,16 +393,21 @@ class DrawerStoreTests(LedgerSuite):
 
     def test_lexical_finds_chinese_words_of_two_characters(self, ledger: Ledger) -> None:
         """Most Chinese words are two characters: a text sharing only such words with
-        the query is found by its character pairs (a trigram index never finds it)."""
+        the query is found by its character pairs (a trigram index never finds it), and
+        one sharing a word written against Chinese by that word."""
         self.put(
             ledger,
             [
                 drawer("mango", "我对芒果过敏，不能吃芒果干"),
                 drawer("weight", "体重：65kg"),
                 drawer("other", "我们下周三开会讨论预算"),
+                drawer("exam", "在学PMP，准备考证"),
             ],
         )
         assert self.found(ledger, "芒果") == ["mango"]
+        # a word written against a run of Chinese is a word of its own
+        assert self.found(ledger, "PMP已经考过了") == ["exam"]
+        assert self.found(ledger, "the PMP exam") == ["exam"]
         assert self.found(ledger, "过年胖了，现在的体重68公斤") == ["weight"]
         assert self.found(ledger, "预算表") == ["other"]
         assert self.found(ledger, "芒") == []  # one character is no pair

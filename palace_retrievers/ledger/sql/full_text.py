@@ -7,10 +7,12 @@ finds a text sharing only such words with the query never, which is why each run
 into its character pairs as well (:func:`pairs`), beside its trigrams (:func:`trigrams`:
 longer names and phrases, and a closer match counts more).
 
-Each dialect searches its own way (SQLite: FTS5 tables of words, of trigrams and of
-pairs; PostgreSQL: ``words`` and ``grams`` ``tsvector`` columns, the trigrams and the
-pairs in ``grams``), three searches a query, one for its words, one for its trigrams and
-one for its pairs; a record found by several scores their sum.
+A word written against such a run (``PMP`` in ``在学PMP``) is a word of its own
+(:func:`apart`). Each dialect searches its own way (SQLite: FTS5 tables of words, of
+trigrams and of pairs, the words written against a run in the pair table, since FTS5
+reads ``在学PMP`` as one word; PostgreSQL: ``words`` and ``grams`` ``tsvector`` columns,
+the trigrams and the pairs in ``grams``), three searches a query, one for its words, one
+for its trigrams and one for its pairs; a record found by several scores their sum.
 """
 
 from __future__ import annotations
@@ -38,6 +40,19 @@ def trigrams(text: str) -> list[str]:
 def pairs(text: str) -> list[str]:
     """Every two consecutive characters of each Chinese, Japanese or Korean run."""
     return grams(text, 2)
+
+
+def apart(text: str) -> tuple[list[str], list[str]]:
+    """The words of ``text`` with its Chinese, Japanese and Korean runs taken out, in
+    two lists: those standing alone, and those written against a run (``PMP`` in
+    ``在学PMP``, ``502`` in ``我住6栋502``), which a tokenizer reading letters of every
+    script as one word never sees apart."""
+    alone: list[str] = []
+    against: list[str] = []
+    for word in WORD.findall(text):
+        parts = [part for part in CJK.split(word) if part]
+        (alone if len(parts) == 1 and parts[0] == word else against).extend(parts)
+    return alone, against
 
 
 def added_up(

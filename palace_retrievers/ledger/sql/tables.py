@@ -6,9 +6,10 @@ full text, and the temporal knowledge graph. Step 4: drawers looked up by source
 neighbour and drawer-grep stages of a search ask for a source's drawers in chunk order;
 without that index it was a scan of every drawer of the wing: seconds at 50,000 drawers).
 Step 5 (SQLite only): the character pairs of the Chinese, Japanese and Korean text of
-drawers and memories, searched beside its trigrams (most Chinese words are two
-characters, which a trigram index never finds; the PostgreSQL ledger keeps the pairs in
-its ``grams`` column, cut again when its text version changes).
+drawers and memories, and the words written against it, searched beside its trigrams
+(most Chinese words are two characters, which a trigram index never finds; FTS5 reads
+``在学PMP`` as one word; the PostgreSQL ledger cuts words apart from such runs itself and
+keeps the pairs in its ``grams`` column, cut again when its text version changes).
 
 A part of a step that ledgers already have is never changed: a change is a new step
 (``tests/test_ledger_schema.py`` holds what is rendered to the DDL existing ledgers were

@@ -1,7 +1,7 @@
 """The SQL core's SQLite dialect, :data:`SQLITE`: ``?`` placeholders, ids matched 500 at
 a time, times as ISO-8601 text, rows numbered by ``rowid``, full text kept by FTS5 (and
 the ``pairs`` cell of a drawer's or memory's Chinese, Japanese and Korean character
-pairs, which no FTS5 tokenizer cuts)."""
+pairs and the words written against them, which no FTS5 tokenizer cuts)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from palace_retrievers.ledger.sql.full_text import pairs
+from palace_retrievers.ledger.sql.full_text import apart, pairs
 from palace_retrievers.ledger.sql.store import Dialect, Session
 
 #: SQLite takes at most 999 parameters in older builds: ids go 500 to a statement.
@@ -63,8 +63,10 @@ class SQLiteDialect(Dialect):
 
 
 def cut_pairs(text: str) -> str:
-    """A text's ``pairs`` cell: its character pairs, space-separated, each an FTS5 word."""
-    return " ".join(pairs(text))
+    """A text's ``pairs`` cell, space-separated, each an FTS5 word: the character pairs
+    of its Chinese, Japanese and Korean runs, and the words written against a run
+    (``PMP`` in ``在学PMP``: the word table's tokenizer reads ``在学pmp`` as one word)."""
+    return " ".join([*pairs(text), *apart(text)[1]])
 
 
 SQLITE = SQLiteDialect()

@@ -22,7 +22,7 @@ from typing import Any
 
 from palace_retrievers.errors import PalaceReadOnlyError, SchemaError, StorageFullError
 from palace_retrievers.ledger.sql.ddl import Pairs, newer
-from palace_retrievers.ledger.sql.full_text import CJK, WORD, added_up, pairs, trigrams
+from palace_retrievers.ledger.sql.full_text import added_up, apart, pairs, trigrams
 from palace_retrievers.ledger.sql.ledger import SQLLedger
 from palace_retrievers.ledger.sql.tables import FULL_TEXT_TABLES, SCHEMA
 from palace_retrievers.ledger.sqlite.dialect import SQLITE, cut_pairs
@@ -85,9 +85,13 @@ _FTS_TABLES = (*((end, tokenize, "text") for end, tokenize in FULL_TEXT), (*PAIR
 
 
 def fts_terms(query: str) -> tuple[list[str], list[str], list[str]]:
-    """The terms of ``query`` for the word, trigram and pair tables."""
-    latin = [w for w in WORD.findall(query) if not CJK.search(w)]
-    return latin, trigrams(query), pairs(query)
+    """The terms of ``query`` for the word, trigram and pair tables: its words (those
+    written against a Chinese, Japanese or Korean run taken apart from it) for the word
+    table, which holds them where they stand alone, and for the pair table, which holds
+    them where they are written against a run (see :func:`~.dialect.cut_pairs`)."""
+    alone, against = apart(query)
+    words = alone + against
+    return words, trigrams(query), pairs(query) + words
 
 
 def fts_match(terms: Sequence[str]) -> str:

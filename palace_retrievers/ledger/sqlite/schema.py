@@ -9,7 +9,8 @@ What is SQLite's own: numbered tables keep their order in ``rowid``; the journal
 has no rowid; each table with text has two FTS5 tables (:data:`FULL_TEXT`: words, and
 trigrams for Chinese, Japanese and substrings) kept by triggers, and since step 5 a
 third (:data:`PAIRS`) over a ``pairs`` column the ledger writes (the character pairs of
-Chinese, Japanese and Korean runs, space-separated: no FTS5 tokenizer cuts them), and the journal is
+Chinese, Japanese and Korean runs and the words written against them, space-separated:
+no FTS5 tokenizer cuts them), and the journal is
 written by triggers that insert an id unless it is there (``NOT EXISTS``, not ``INSERT OR
 IGNORE``: an upsert's conflict clause would override the trigger's).
 """
