@@ -20,11 +20,13 @@ Each question is asked once through the one search pipeline, as a user gets it:
 answer's rank in that list gives hit@1, hit@3 and MRR (0 when it is not in the ten),
 per writer and by the answer's kind (memory / document).
 
-Two systems in the same run, each asking its own copy of the same filled palaces (a
+Three systems in the same run, each asking its own copy of the same filled palaces (a
 search warms the memories it returns): **palace** (the defaults: memories scored on the
-drawers' scale, see :mod:`palace_retrievers.memory.scale`) and **recall merge**
-(``memory.scale = "recall"``: a memory's recall score merged beside the drawers' fused
-scores, the merge before). A memory answer that ``remember`` did not keep current
+drawers' scale, see :mod:`palace_retrievers.memory.scale`, a memory that covers fewer of
+the query's terms than the top drawer below it, an extracted one beside its sources),
+**relevance alone** (``memory.scale = "relevance"``: that scale without the two limits) and
+**recall merge** (``memory.scale = "recall"``: a memory's recall score merged beside the
+drawers' fused scores, the merge before). A memory answer that ``remember`` did not keep current
 (taken for a duplicate or an update of another memory) counts as a miss and is counted.
 
 **Mined memories** (``--sample-corpus``): the sample corpus (``examples/sample-corpus``)
@@ -72,6 +74,7 @@ KINDS = ("memory", "document")
 #: The systems compared in one run: name → ``palace.toml`` overrides.
 SYSTEMS: dict[str, dict[str, Any]] = {
     "palace": {},
+    "relevance alone": {"memory": {"scale": "relevance"}},
     "recall merge": {"memory": {"scale": "recall"}},
 }
 

@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 
 from palace_retrievers import Palace
-from palace_retrievers.config import SearchConfig
+from palace_retrievers.config import MEMORY_SCALES, MemoryConfig, SearchConfig
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.memory.scale import BESIDE, bound_to_sources, shared_scale
+from palace_retrievers.memory.scale import (
+    BESIDE,
+    bound_to_sources,
+    shared_scale,
+    under_better_coverage,
+)
 from palace_retrievers.records import Hit
+from palace_retrievers.terms import terms
 from palace_retrievers.web.screenshots import seed_demo
 
 QUESTION = "which database do we use for orders?"
@@ -135,3 +141,83 @@ def test_extracted_memories_are_bound_and_told_ones_are_not(
     low = Hit(drawer=beside.drawer, score=0.0, scores={"final": 0.0}, memory=beside.memory)
     assert bound_to_sources([low], drawers)[0].score == 0.0
     assert bound_to_sources([beside], [])[0].score == 9.0
+
+
+LEASE = (
+    "Hi! Before you move in on the 1st, please send me the signed lease, a copy of your "
+    "renter's insurance and the deposit. Keys can be picked up at the office. - Mrs Okoro"
+)
+
+
+def test_a_memory_that_covers_fewer_query_words_ranks_below_the_top_drawer(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """REAL MiniLM and Chroma: the short memory on the landlord is nearer the question than
+    the landlord's message that answers it, and on relevance alone ranked first; it holds
+    one of the question's terms ("okoro") where the message holds two ("okoro", "send")."""
+    question = "What does Mrs Okoro want me to send?"
+    ranked: dict[str, list[Hit]] = {}
+    for scale in ("drawers", "relevance"):
+        palace = open_palace(tmp_path / scale, fake=False, config={"memory": {"scale": scale}})
+        palace.add_texts(
+            [LEASE, "Reminder: the building's boiler will be serviced next Tuesday morning."],
+            user_id="u1",
+        )
+        palace.remember(
+            "Landlord is Mrs Okoro; rent is due on the 1st of each month.", user_id="u1"
+        )
+        ranked[scale] = palace.search(question, k=3, user_id="u1")
+        palace.close()
+    assert ranked["relevance"][0].is_memory  # relevance alone: the memory first
+    first, second = ranked["drawers"][:2]
+    assert first.text == LEASE
+    assert second.is_memory
+    assert second.score < first.score
+    assert second.scores["covered"] > second.scores["coverage"]
+
+
+def test_coverage_limits_memories_below_the_top_drawer_unless_they_hold_the_slot(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """FAKE embedder: the arithmetic of under_better_coverage on memories made by the
+    palace (terms as the search reads them)."""
+    palace = open_palace(tmp_path / "p", backend="sqlite")
+    palace.add_texts(["orders database backups nightly"], user_id="u1")
+    [top] = palace.search("orders database", k=1, user_id="u1", memories=False)
+
+    def hit(text: str, score: float, held: float = 0.0) -> Hit:
+        memory = palace.remember(text, user_id="u1", kind="event").memory
+        scores = {"final": score, "held": held}
+        return Hit(drawer=memory.as_drawer(), score=score, scores=scores, memory=memory)
+
+    fewer = hit("The orders are shipped on Mondays", 9.0)
+    as_many = hit("The orders database is PostgreSQL", 9.0)
+    holds = hit("We keep orders in a ledger", 9.0, held=1.0)
+    below = hit("Orders by mail", 0.0)
+    terms = ["order", "database"]
+    limited = {
+        h.id: h
+        for h in under_better_coverage(
+            [fewer, as_many, holds, below], [top], terms, palace_terms(palace)
+        )
+    }
+    assert limited[fewer.id].score == pytest.approx(top.score - BESIDE)
+    assert limited[fewer.id].scores["covered"] == 1.0
+    assert limited[as_many.id].score == 9.0  # covers both terms, as the drawer does
+    assert limited[holds.id].score == 9.0  # holds the asked slot: not moved
+    assert limited[below.id].score == 0.0  # already below the drawer
+    assert under_better_coverage([fewer], [], terms, palace_terms(palace))[0].score == 9.0
+
+
+def palace_terms(palace: Palace) -> Callable[[str], list[str]]:
+    """A text's terms as the palace's search reads them (the defaults: stop words dropped,
+    light stemming)."""
+    return lambda text: terms(text, stop_words=True, stemming=True)
+
+
+def test_the_three_scales_are_accepted() -> None:
+    assert [MemoryConfig(scale=s).scale for s in MEMORY_SCALES] == [
+        "drawers",
+        "relevance",
+        "recall",
+    ]

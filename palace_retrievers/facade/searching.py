@@ -21,7 +21,7 @@ from palace_retrievers.facade.model import Model
 from palace_retrievers.graph import KnowledgeGraph
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.memory.recall import Recall, merge
-from palace_retrievers.memory.scale import bound_to_sources
+from palace_retrievers.memory.scale import bound_to_sources, under_better_coverage
 from palace_retrievers.records import Filter, Hit
 from palace_retrievers.search import SearchPipeline, check_query
 from palace_retrievers.search.indexes import IndexSet
@@ -97,6 +97,7 @@ class Searching:
             return hits
         found = self._recall.hits(candidates, drawers=hits, query_terms=query_terms, now=now)
         if self._config.memory.scale == "drawers":
+            found = under_better_coverage(found, hits, query_terms, self._recall.terms)
             found = bound_to_sources(found, hits)  # extracted memories beside their sources
         hits = merge(hits, found, k)
         self._touch(hits, now)

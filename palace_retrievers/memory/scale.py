@@ -26,6 +26,17 @@ A memory hit's score is then ``worth × relevance × standing`` (the recall modu
 memory that answers as well as the top drawer scores what that drawer scores. Drawer hits
 keep their scores and their order.
 
+**A memory covers the query's words at least as well as the top drawer, or ranks below
+it.** Relevance alone favours a short memory: its embedding is all on one subject, and
+BM25's length normalisation lifts its few words, so a memory on the question's subject
+outranked the longer document that answers it (the labelled questions of
+``benchmarks/memory_questions.py``: document hit@1 0.78 → 0.56 on one writer's set when
+memories came onto this scale). So :func:`under_better_coverage` scores a memory that
+contains a smaller share of the query's terms (as BM25 sees them) than the top drawer hit
+at most just below that drawer (``scores["covered"]`` = the drawer's share); one that
+holds the asked slot is not moved (it answers, whatever its wording). It asks nothing of
+the memory's place among the other drawers.
+
 **Extracted memories stand by their sources.** A memory the extractor read from drawers
 (``origin = "extracted"``: a mined file's or conversation's line, a rule's guess at a
 fact, often a fragment such as a heading) is no more than a reading of its source drawers,
@@ -42,7 +53,7 @@ evidence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from palace_retrievers.config import SearchConfig
@@ -94,6 +105,42 @@ def shared_scale(
     if drawers and relevance[0] > 0:
         worth = drawers[0].score / relevance[0]
     return Shared(relevance=relevance[len(drawers) :], worth=worth)
+
+
+def under_better_coverage(
+    memories: Sequence[Hit],
+    drawers: Sequence[Hit],
+    query_terms: Sequence[str],
+    terms: Callable[[str], Sequence[str]],
+) -> list[Hit]:
+    """``memories`` (memory hits) with each one that contains a smaller share of
+    ``query_terms`` than the top drawer hit (``terms`` reads a text's terms) scored at
+    most just below that drawer, unless it holds the asked slot (see the module's
+    documentation), best first."""
+    if not drawers or not query_terms:
+        return list(memories)
+    top = drawers[0]
+    covered = coverage(query_terms, terms(top.text))
+    out = []
+    for hit in memories:
+        ceiling = top.score - BESIDE
+        if (
+            hit.score <= ceiling
+            or hit.scores.get("held", 0.0) > 0
+            or coverage(query_terms, terms(hit.text)) >= covered
+        ):
+            out.append(hit)
+            continue
+        scores = {**hit.scores, "final": ceiling, "covered": covered}
+        out.append(Hit(drawer=hit.drawer, score=ceiling, scores=scores, memory=hit.memory))
+    out.sort(key=lambda h: (-h.score, h.id))
+    return out
+
+
+def coverage(query_terms: Sequence[str], text_terms: Sequence[str]) -> float:
+    """The share of the distinct ``query_terms`` found in ``text_terms`` (0 with none)."""
+    wanted = set(query_terms)
+    return len(wanted.intersection(text_terms)) / len(wanted) if wanted else 0.0
 
 
 def bound_to_sources(memories: Sequence[Hit], drawers: Sequence[Hit]) -> list[Hit]:
