@@ -84,13 +84,27 @@ predecessors of each memory hit follow it (newest first), with its score, ``hist
 = their distance in the chain and ``superseded`` = 1 in ``scores``; they do not count
 towards ``k`` and are not counted as accesses.
 
+**Newer first.** When the judge was unsure whether a new memory updates an old one, both
+stay current and the new one is filed *related* to the old (``metadata["related"]``, see
+:mod:`palace_retrievers.memory.decide`). Recall then shows both, with their dates, the
+newer first: :func:`newer_first` puts each memory hit just above the best older hit it is
+related to, when that one ranked above it (its score that hit's plus 1e-6,
+``scores["related"]`` = 1), taking the hits oldest first so that a chain of values ends
+newest first. It looks at all the candidates before the cut to ``k``, so a related newer
+value ranked far below comes up with its older one; nothing is hidden or dropped. The
+subject is the judge's link alone. Two memories whose stored vectors are near were tried
+as one subject too (a cosine from 0.5 to 0.95): with all-MiniLM-L6-v2 that put the newer
+memory of *another* subject first (a ``new`` pair of ``benchmarks/remember.py``) as often
+as it put a newer value above a stale one; and no pair of those sets that stayed current
+shared a slot (benchmarks/README.md, "Newer first").
+
 **Context.** :func:`context_block` writes the block an assistant puts in its prompt: a
 header telling the model to use only the memories that apply, then one line per memory,
 ``[YYYY-MM-DD] (kind) text``, best first, until the token budget is spent. Tokens are
 approximated as ``ceil(characters / 4)`` per line (the usual rule of thumb for English
 with GPT-style tokenizers; Chinese text uses more tokens per character, so budget more).
 
-About 560 lines: one recall (candidates, the asked slot and time, the scores, the merge
+About 590 lines: one recall (candidates, the asked slot and time, the scores, the merge
 and the context block), whose steps share the candidates and the asked time it reads once
 per query; the documentation above is a third of it.
 """
@@ -513,33 +527,38 @@ class Recall:
         return out
 
 
-#: How far above the memory it may replace an unsure update is put (see :func:`newer_first`).
+#: How far above an older memory of its subject a newer one is put (see :func:`newer_first`).
 NEWER_BY = 1e-6
 
 
 def newer_first(hits: Sequence[Hit]) -> list[Hit]:
-    """``hits`` with each memory filed as *related* to older ones (an unsure update: both
-    stay current) put just above the best of those it is related to, when it ranked below:
-    for one subject the newer value comes first. Its score becomes that memory's plus
-    :data:`NEWER_BY`, and ``scores["related"]`` is 1."""
-    out = list(hits)
-    for hit in list(out):
+    """``hits`` with each memory hit filed as *related* to older ones (an unsure update or
+    duplicate: both stay current) put just above the best of those that ranked above it:
+    for one subject the newer value comes first, and nothing is hidden. Hits are taken
+    oldest first (``created_at``), so a chain of related values ends newest first. A
+    raised hit's score becomes that memory's plus :data:`NEWER_BY`, and
+    ``scores["related"]`` is 1."""
+    current = {h.id: h for h in hits}
+    dated = sorted((h.memory.created_at, h.id) for h in hits if h.memory is not None)
+    for filed, hit_id in dated:
+        hit = current[hit_id]
         related = hit.memory.metadata.get("related") if hit.memory is not None else None
         if not isinstance(related, list) or not related:
             continue
-        above = [h for h in out if h.id in related and h.score >= hit.score]
+        above = [
+            current[i]
+            for i in related
+            if i in current
+            and (older := current[i].memory) is not None
+            and older.created_at < filed
+            and current[i].score >= hit.score
+        ]
         if not above:
             continue
         score = max(h.score for h in above) + NEWER_BY
-        raised = Hit(
-            drawer=hit.drawer,
-            score=score,
-            scores={**hit.scores, "final": score, "related": 1.0},
-            memory=hit.memory,
-        )
-        out[out.index(hit)] = raised
-    out.sort(key=lambda h: (-h.score, h.id))
-    return out
+        scores = {**hit.scores, "final": score, "related": 1.0}
+        current[hit_id] = Hit(drawer=hit.drawer, score=score, scores=scores, memory=hit.memory)
+    return sorted(current.values(), key=lambda h: (-h.score, h.id))
 
 
 def merge(drawer_hits: Sequence[Hit], memory_hits: Sequence[Hit], k: int) -> list[Hit]:
