@@ -64,7 +64,6 @@ from remember import (
     policies,
     policy_tally,
     qualifies,
-    rates,
     simulated,
 )
 from sklearn.ensemble import RandomForestClassifier
@@ -297,15 +296,6 @@ def report(title: str, rows: Sequence[Judged]) -> list[tuple[Policy, Any]]:
     return results
 
 
-def tally_row(name: str, tally: Any) -> str:
-    _, _, _, hidden, dropped = rates(tally)
-    return (
-        f"| {name} | {tally.pairs} | {tally.pr('update')} | {tally.pr('duplicate')} | "
-        f"{tally.related} | {hidden:.3f} | {dropped:.3f} | "
-        f"{tally.collateral / max(tally.pairs, 1):.3f} |"
-    )
-
-
 def evaluate(
     rows: Sequence[dict[str, Any]],
     models: dict[str, listwise.Listwise | Replayed],
@@ -320,9 +310,9 @@ def evaluate(
     for name, model in models.items():
         decided = judged(rows, lists, model)
         print(
-            f"\n### {name}, at the shipped policy\n\n| set | pairs | update P / R | "
-            "duplicate P / R | related | hidden true | dropped update | unrelated superseded |"
-            "\n" + "|---" * 8 + "|"
+            f"\n### {name}, at the shipped policy\n\n(each line: the set (language), then "
+            "margin | supersede | doubt | related | update P / R | duplicate P / R | hidden "
+            "true | dropped update | related | unrelated superseded)\n"
         )
         for set_name, lang in cells:
             sub = [
@@ -330,11 +320,11 @@ def evaluate(
                 for d, r in zip(decided, rows, strict=True)
                 if (r["set"], r["lang"]) == (set_name, lang)
             ]
-            print(tally_row(f"{set_name} ({lang})", policy_tally(sub, SHIPPED)))
+            print(f"{set_name} ({lang}): " + grid_row(SHIPPED, policy_tally(sub, SHIPPED)))
         for lang in sorted({lang for _, lang in cells}):
             sub = [d for d in decided if d.lang == lang]
-            print(tally_row(f"all ({lang})", policy_tally(sub, SHIPPED)))
-        print(tally_row("**all**", policy_tally(decided, SHIPPED)))
+            print(f"all ({lang}): " + grid_row(SHIPPED, policy_tally(sub, SHIPPED)))
+        print("all: " + grid_row(SHIPPED, policy_tally(decided, SHIPPED)))
         if misses:
             for row, candidates, d in zip(rows, lists, decided, strict=True):
                 said = simulated(d, SHIPPED)[0]
