@@ -40,15 +40,18 @@ the memory's place among the other drawers.
 **Extracted memories stand by their sources.** A memory the extractor read from drawers
 (``origin = "extracted"``: a mined file's or conversation's line, a rule's guess at a
 fact, often a fragment such as a heading) is no more than a reading of its source drawers,
-so :func:`bound_to_sources` ranks it beside them: just above the best of its sources among
-the drawer hits (``scores["bound"]`` = that drawer's score), and never above it; when none
-of its sources is among them, the search did not find their text relevant, and the memory
-goes just below the last drawer hit (``scores["bound"]`` = 0), so a list cut at ``k``
-leaves it out. Without it, a short fragment that repeats the query's words ("Train with bad
+so :func:`bound_to_sources` ranks it beside them: at most just above the best of its
+sources among the drawer hits (``scores["bound"]`` = that drawer's score); when none of its
+sources is among them, the search did not find their text relevant, and the memory goes
+just below the last drawer hit (``scores["bound"]`` = 0), so a list cut at ``k`` leaves
+it out. Without it, a short fragment that repeats the query's words ("Train with bad
 signal for part of Tuesday", read from a retro, for "what do volunteers need when there is
 no signal in the field?") ranked first on relevance alone, above the interview that
 answers. A memory its owner told (``origin = "explicit"``) is not bound: it is its own
 evidence.
+
+Both limits apply with ``memory.scale = "drawers"`` (the default); ``"relevance"`` keeps the
+scale without them. What each bought is in ``benchmarks/README.md`` ("Documents back").
 """
 
 from __future__ import annotations
