@@ -232,3 +232,15 @@ def test_without_the_learned_judges_every_candidate_is_read(real_embedder: Any) 
     opinions = LearnedJudge({"shortlist": 2}).judge(pairs, context)
     assert not any("not read" in r for o in opinions for r in o.reasons)
     assert all(o.reasons[0].startswith("structural") for o in opinions)
+
+
+def test_the_model_reads_a_list_in_one_pass_as_row_by_row() -> None:
+    model = listwise.model()
+    rng = np.random.default_rng(3)
+    rows = rng.uniform(0.0, 1.0, (12, len(listwise.FEATURES)))
+    together = model.probabilities(rows)
+    for row, got in zip(rows, together, strict=True):
+        forest = model._forest.probabilities(row)
+        linear = model._linear.probabilities(row)
+        alone = (forest + linear) / 2
+        assert [got[label] for label in model.labels] == [float(x) for x in alone]

@@ -172,12 +172,10 @@ class Listwise:
             raise ConfigError("the list-wise model was trained on other features or labels")
 
     def probabilities(self, rows: npt.NDArray[np.float64]) -> list[dict[str, float]]:
-        """Each candidate's probability of each label."""
-        out = []
-        for row in rows:
-            p = (self._forest.probabilities(row) + self._linear.probabilities(row)) / 2
-            out.append({label: float(x) for label, x in zip(self.labels, p, strict=True)})
-        return out
+        """Each candidate's probability of each label (all rows in one pass)."""
+        rows = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        p = (self._forest.probabilities_many(rows) + self._linear.probabilities_many(rows)) / 2
+        return [{label: float(x) for label, x in zip(self.labels, row, strict=True)} for row in p]
 
 
 @cache

@@ -126,12 +126,9 @@ class Linear:
         return result
 
     def probabilities_many(self, x: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """The class probabilities for each row of ``x``."""
-        z = (np.asarray(x, dtype=np.float64) - self._mean) / self._scale
-        logits = z @ self._coef.T + self._intercept
-        exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-        result: npt.NDArray[np.float64] = exp / exp.sum(axis=1, keepdims=True)
-        return result
+        """The class probabilities for each row of ``x``, row by row (a few
+        microseconds each; the same sums in the same order as :meth:`probabilities`)."""
+        return np.stack([self.probabilities(row) for row in np.asarray(x, dtype=np.float64)])
 
 
 class PairModel:
