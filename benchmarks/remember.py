@@ -384,6 +384,11 @@ def run_set(
                     "new": pair["new"],
                 }
             )
+        # The pair's user is done: their memories go, so that the ledger holds about one
+        # user's memories at a time (the others' are never read: each pair's user is its
+        # own owner), and the exact index does not reread a growing table every pair.
+        done = palace.ledger.list_memories(user_id=user, statuses=None, limit=None)
+        palace.ledger.delete_memories([m.id for m in done])
     return tallies
 
 
