@@ -93,10 +93,11 @@ related to, when that one ranked above it (its score that hit's plus 1e-6,
 newest first. It looks at all the candidates before the cut to ``k``, so a related newer
 value ranked far below comes up with its older one; nothing is hidden or dropped. The
 subject is the judge's link alone. Two memories whose stored vectors are near were tried
-as one subject too (a cosine from 0.5 to 0.95): with all-MiniLM-L6-v2 that put the newer
-memory of *another* subject first (a ``new`` pair of ``benchmarks/remember.py``) as often
-as it put a newer value above a stale one; and no pair of those sets that stayed current
-shared a slot (benchmarks/README.md, "Newer first").
+as one subject too (a cosine from 0.5 to 0.95): with all-MiniLM-L6-v2, each stale
+answer that fixed put the newer memory of *another* subject first (a ``new`` pair of
+``benchmarks/remember.py``) at least once, and no pair of those sets that stayed current
+shared a slot (``benchmarks/newer_first.py``; benchmarks/README.md, "Why stale, and newer
+first").
 
 **Context.** :func:`context_block` writes the block an assistant puts in its prompt: a
 header telling the model to use only the memories that apply, then one line per memory,
