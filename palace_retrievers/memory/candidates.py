@@ -9,8 +9,11 @@ candidates are the union of three ways in, all among the owner's current (``acti
 - **by vector**: the ``memory.candidates`` nearest, with a cosine of at least
   ``memory.candidate_similarity`` (0 by default: the nearest, however far);
 - **by full text**: the ``memory.lexical_candidates`` best full-text matches of the new
-  text (the ledger's FTS over words and, for Chinese, trigrams): a shared name, number or
-  rare word brings the old memory in whatever its cosine;
+  text (the ledger's full text over words and, for Chinese, Japanese and Korean, trigrams
+  and character pairs): a shared name, number or rare word brings the old memory in
+  whatever its cosine. For Chinese this is the way in that counts: the palace's embedder
+  (all-MiniLM-L6-v2) lacks most Chinese characters, and a word shared by an old and a new
+  memory is mostly two characters long (体重, 芒果, 导师), which only the pairs find;
 - **by slot**: every memory filed on the new memory's slot (the same subject and
   single-valued attribute, :mod:`.slots`).
 
