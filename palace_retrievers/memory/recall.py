@@ -92,10 +92,10 @@ related to, when that one ranked above it (its score that hit's plus 1e-6,
 ``scores["related"]`` = 1), taking the hits oldest first so that a chain of values ends
 newest first. It looks at all the candidates before the cut to ``k``, so a related newer
 value ranked far below comes up with its older one; nothing is hidden or dropped. The
-subject is the judge's link alone. Two memories whose stored vectors are near were tried
-as one subject too (a cosine from 0.5 to 0.95): with all-MiniLM-L6-v2, each stale
-answer that fixed put the newer memory of *another* subject first (a ``new`` pair of
-``benchmarks/remember.py``) at least once, and no pair of those sets that stayed current
+subject is the judge's link alone. Two memories whose stored vectors are near (a cosine
+from 0.5 to 0.95) were tried as one subject too: with all-MiniLM-L6-v2, for every stale
+answer that fixed, at least one newer memory of *another* subject came first (``new``
+pairs of ``benchmarks/remember.py``); and no pair of those sets that stayed current
 shared a slot (``benchmarks/newer_first.py``; benchmarks/README.md, "Why stale, and newer
 first").
 
