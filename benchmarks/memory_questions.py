@@ -20,11 +20,12 @@ Each question is asked once through the one search pipeline, as a user gets it:
 answer's rank in that list gives hit@1, hit@3 and MRR (0 when it is not in the ten),
 per writer and by the answer's kind (memory / document).
 
-Three systems in the same run, each asking its own copy of the same filled palaces (a
+Four systems in the same run, each asking its own copy of the same filled palaces (a
 search warms the memories it returns): **palace** (the defaults: memories scored on the
-drawers' scale, see :mod:`palace_retrievers.memory.scale`, a memory that covers fewer of
-the query's terms than the top drawer below it, an extracted one beside its sources),
-**relevance alone** (``memory.scale = "relevance"``: that scale without the two limits) and
+drawers' scale, see :mod:`palace_retrievers.memory.scale`, an extracted one beside its
+sources), **coverage** (``memory.scale = "coverage"``: also a memory that covers fewer of
+the query's terms than the top drawer below it), **relevance alone**
+(``memory.scale = "relevance"``: that scale without either limit) and
 **recall merge** (``memory.scale = "recall"``: a memory's recall score merged beside the
 drawers' fused scores, the merge before). A memory answer that ``remember`` did not keep current
 (taken for a duplicate or an update of another memory) counts as a miss and is counted.
@@ -74,6 +75,7 @@ KINDS = ("memory", "document")
 #: The systems compared in one run: name → ``palace.toml`` overrides.
 SYSTEMS: dict[str, dict[str, Any]] = {
     "palace": {},
+    "coverage": {"memory": {"scale": "coverage"}},
     "relevance alone": {"memory": {"scale": "relevance"}},
     "recall merge": {"memory": {"scale": "recall"}},
 }

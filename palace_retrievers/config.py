@@ -277,7 +277,7 @@ class MiningConfig:
 
 
 EXTRACTED_STATUSES = ("active", "pending")
-MEMORY_SCALES = ("drawers", "relevance", "recall")
+MEMORY_SCALES = ("drawers", "coverage", "relevance", "recall")
 
 
 @dataclass(frozen=True)
@@ -425,10 +425,11 @@ class MemoryConfig:
         default="drawers",
         metadata=_doc(
             'how memory hits meet drawer hits: "drawers" (scored with them on one relevance '
-            "scale and put on the drawers' scale; a memory that covers fewer of the query's "
-            "terms than the top drawer ranks below it, an extracted one beside its sources: "
-            'see palace_retrievers.memory.scale), "relevance" (that scale alone) or "recall" '
-            "(the recall score as it is beside the drawers' fused scores, the merge before)"
+            "scale and put on the drawers' scale, an extracted memory beside its sources: "
+            'see palace_retrievers.memory.scale), "coverage" (also a memory that covers fewer '
+            'of the query\'s terms than the top drawer below it), "relevance" (the scale '
+            'alone) or "recall" (the recall score as it is beside the drawers\' fused scores, '
+            "the merge before)"
         ),
     )
     recall_candidates: int = field(

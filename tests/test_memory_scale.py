@@ -149,7 +149,7 @@ LEASE = (
 )
 
 
-def test_a_memory_that_covers_fewer_query_words_ranks_below_the_top_drawer(
+def test_on_the_coverage_scale_a_memory_covering_fewer_query_words_ranks_below_the_top_drawer(
     open_palace: Callable[..., Palace], tmp_path: Path
 ) -> None:
     """REAL MiniLM and Chroma: the short memory on the landlord is nearer the question than
@@ -157,7 +157,7 @@ def test_a_memory_that_covers_fewer_query_words_ranks_below_the_top_drawer(
     one of the question's terms ("okoro") where the message holds two ("okoro", "send")."""
     question = "What does Mrs Okoro want me to send?"
     ranked: dict[str, list[Hit]] = {}
-    for scale in ("drawers", "relevance"):
+    for scale in ("coverage", "drawers", "relevance"):
         palace = open_palace(tmp_path / scale, fake=False, config={"memory": {"scale": scale}})
         palace.add_texts(
             [LEASE, "Reminder: the building's boiler will be serviced next Tuesday morning."],
@@ -169,7 +169,8 @@ def test_a_memory_that_covers_fewer_query_words_ranks_below_the_top_drawer(
         ranked[scale] = palace.search(question, k=3, user_id="u1")
         palace.close()
     assert ranked["relevance"][0].is_memory  # relevance alone: the memory first
-    first, second = ranked["drawers"][:2]
+    assert ranked["drawers"][0].is_memory  # the default: no coverage limit either
+    first, second = ranked["coverage"][:2]
     assert first.text == LEASE
     assert second.is_memory
     assert second.score < first.score
@@ -218,6 +219,7 @@ def palace_terms(palace: Palace) -> Callable[[str], list[str]]:
 def test_the_three_scales_are_accepted() -> None:
     assert [MemoryConfig(scale=s).scale for s in MEMORY_SCALES] == [
         "drawers",
+        "coverage",
         "relevance",
         "recall",
     ]

@@ -96,8 +96,10 @@ class Searching:
         if not candidates:
             return hits
         found = self._recall.hits(candidates, drawers=hits, query_terms=query_terms, now=now)
-        if self._config.memory.scale == "drawers":
+        scale = self._config.memory.scale
+        if scale == "coverage":
             found = under_better_coverage(found, hits, query_terms, self._recall.terms)
+        if scale in ("drawers", "coverage"):
             found = bound_to_sources(found, hits)  # extracted memories beside their sources
         hits = merge(hits, found, k)
         self._touch(hits, now)
