@@ -557,8 +557,7 @@ def newer_first(hits: Sequence[Hit]) -> list[Hit]:
         if not above:
             continue
         score = max(h.score for h in above) + NEWER_BY
-        scores = {**hit.scores, "final": score, "related": 1.0}
-        current[hit_id] = Hit(drawer=hit.drawer, score=score, scores=scores, memory=hit.memory)
+        current[hit_id] = hit.rescored(score, related=1.0)
     return sorted(current.values(), key=lambda h: (-h.score, h.id))
 
 

@@ -26,8 +26,9 @@ A memory hit's score is then ``worth × relevance × standing`` (the recall modu
 memory that answers as well as the top drawer scores what that drawer scores. Drawer hits
 keep their scores and their order.
 
-**A memory covers the query's words at least as well as the top drawer, or ranks below
-it.** Relevance alone favours a short memory: its embedding is all on one subject, and
+**With ``memory.scale = "coverage"``: a memory covers the query's words at least as well
+as the top drawer, or ranks below it (not the default: see the end).** Relevance alone
+favours a short memory: its embedding is all on one subject, and
 BM25's length normalisation lifts its few words, so a memory on the question's subject
 outranked the longer document that answers it (the labelled questions of
 ``benchmarks/memory_questions.py``: document hit@1 0.78 → 0.56 on one writer's set when
@@ -67,8 +68,8 @@ from palace_retrievers.config import SearchConfig
 from palace_retrievers.records import Hit
 from palace_retrievers.search import fusion
 
-#: How far above its best source drawer (or below the last drawer hit) an extracted memory
-#: is put (see :func:`bound_to_sources`).
+#: How far below the top drawer (:func:`under_better_coverage`), above its best source drawer
+#: or below the last drawer hit (:func:`bound_to_sources`) a memory is put.
 BESIDE = 1e-6
 
 
@@ -128,9 +129,9 @@ def under_better_coverage(
         return list(memories)
     top = drawers[0]
     covered = coverage(query_terms, terms(top.text))
+    ceiling = top.score - BESIDE
     out = []
     for hit in memories:
-        ceiling = top.score - BESIDE
         if (
             hit.score <= ceiling
             or hit.scores.get("held", 0.0) > 0
@@ -138,8 +139,7 @@ def under_better_coverage(
         ):
             out.append(hit)
             continue
-        scores = {**hit.scores, "final": ceiling, "covered": covered}
-        out.append(Hit(drawer=hit.drawer, score=ceiling, scores=scores, memory=hit.memory))
+        out.append(hit.rescored(ceiling, covered=covered))
     out.sort(key=lambda h: (-h.score, h.id))
     return out
 
@@ -171,7 +171,6 @@ def bound_to_sources(memories: Sequence[Hit], drawers: Sequence[Hit]) -> list[Hi
         if hit.score <= bound:
             out.append(hit)
             continue
-        scores = {**hit.scores, "final": bound, "bound": max(sources, default=0.0)}
-        out.append(Hit(drawer=hit.drawer, score=bound, scores=scores, memory=memory))
+        out.append(hit.rescored(bound, bound=max(sources, default=0.0)))
     out.sort(key=lambda h: (-h.score, h.id))
     return out

@@ -93,6 +93,12 @@ class Hit:
     scores: Mapping[str, float]
     memory: Memory | None = None
 
+    def rescored(self, score: float, **why: float) -> Hit:
+        """This hit at another final ``score``, with ``why`` (the stage that moved it)
+        added to its :attr:`scores`."""
+        scores = {**self.scores, "final": score, **why}
+        return Hit(drawer=self.drawer, score=score, scores=scores, memory=self.memory)
+
     @property
     def is_memory(self) -> bool:
         """True for a memory hit, False for a drawer hit."""
