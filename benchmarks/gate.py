@@ -96,6 +96,7 @@ def asked(
         count.text += text
         count.neither += not (near or text)
         count.shortlisted += any(found[j].id == old_id for j in chosen)
+        remember.unseat(palace, user)
     return counts
 
 

@@ -170,6 +170,14 @@ def seat(
     return user, old_id
 
 
+def unseat(palace: Palace, user: str) -> None:
+    """Delete every memory of ``user``, a pair's user done with: the ledger then holds
+    about one user's memories at a time (the others' are never read: each pair's user is
+    its own owner), and the exact index does not reread a growing table every pair."""
+    done = palace.ledger.list_memories(user_id=user, statuses=None, limit=None)
+    palace.ledger.delete_memories([m.id for m in done])
+
+
 @dataclass
 class Tally:
     """Counts for one (set, language) cell."""
@@ -384,11 +392,7 @@ def run_set(
                     "new": pair["new"],
                 }
             )
-        # The pair's user is done: their memories go, so that the ledger holds about one
-        # user's memories at a time (the others' are never read: each pair's user is its
-        # own owner), and the exact index does not reread a growing table every pair.
-        done = palace.ledger.list_memories(user_id=user, statuses=None, limit=None)
-        palace.ledger.delete_memories([m.id for m in done])
+        unseat(palace, user)
     return tallies
 
 
@@ -476,6 +480,7 @@ def judged_pairs(
                 opinions=tuple(opinions),
             )
         )
+        unseat(palace, user)
     return out
 
 
