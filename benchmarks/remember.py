@@ -46,6 +46,8 @@ Usage::
     .venv/bin/python benchmarks/remember.py --sets heldout16 heldout17 --deciders shipped
     .venv/bin/python benchmarks/remember.py --speed --baseline-weights DIR  # p50 / p95
     .venv/bin/python benchmarks/remember.py --speed --deciders shipped --calls 60
+    .venv/bin/python benchmarks/remember.py --speed --deciders shipped --skip-every \
+        --against /tmp/base   # and a worktree of another commit, in turns
 """
 
 from __future__ import annotations
@@ -635,53 +637,150 @@ def grid_row(policy: Policy, tally: Tally) -> str:
     )
 
 
-def speed(
-    memories: int, asks: int, seed: int, deciders: Sequence[str], baseline_weights: Path | None
-) -> None:
-    """``remember`` p50 / p95 for a user who has ``memories`` memories already, for each
-    decider and for ``shipped`` as it was before the shortlist (every candidate read, the
-    pair reader on PyTorch): the same texts, one process, each text remembered by every
-    palace in turn, so that all meet the same load on a shared machine."""
-    from palace_retrievers.memory.learned import pair_reader
+def speed_texts(memories: int, asks: int, seed: int) -> tuple[list[str], list[str]]:
+    """The user's ``memories`` texts and the ``asks`` texts remembered, drawn by ``seed``."""
+    texts = [t for ts in unrelated_texts(set()).values() for t in ts]
+    random.Random(seed).shuffle(texts)
+    return texts[:memories], texts[memories : memories + asks]
+
+
+def speed_others(model: SentenceTransformerEmbedder, kept: Sequence[str]) -> Others:
+    """The memories ``kept`` with their vectors and slots, to file for user ``speed``."""
     from palace_retrievers.memory.slots import slot_of
 
-    model = SentenceTransformerEmbedder(options={"batch_size": 128})
-    texts = [t for ts in unrelated_texts(set()).values() for t in ts]
-    rng = random.Random(seed)
-    rng.shuffle(texts)
-    kept, asked = texts[:memories], texts[memories : memories + asks]
     vectors = dict(zip(kept, np.asarray(model.embed_documents(kept)), strict=True))
-    others = Others({}, memories, vectors, {t: slot_of(t) for t in kept})
+    return Others({}, len(kept), vectors, {t: slot_of(t) for t in kept})
+
+
+def speed_palace(
+    stack: ExitStack, model: SentenceTransformerEmbedder, others: Others, **options: Any
+) -> Palace:
+    """A palace (``palace_for(**options)``, entered on ``stack``) whose user ``speed``
+    has the memories of ``others``, filed straight into the ledger with their vectors."""
+    palace = stack.enter_context(palace_for(model=model, **options))
+    file_others(palace, "speed", list(others.vectors), others)
+    return palace
+
+
+class Checkout:
+    """The shipped palace of another checkout (its ``palace_retrievers`` and
+    ``palace_plugins`` first on ``PYTHONPATH``), in a process of its own that remembers a
+    text when told (:func:`speed_worker`) and answers how long it took."""
+
+    def __init__(self, folder: Path, memories: int, asks: int, seed: int) -> None:
+        import os
+        import subprocess
+
+        env = {**os.environ, "PYTHONPATH": str(folder.resolve())}
+        command = [sys.executable, __file__, "--speed-worker", "--deciders", "shipped"]
+        command += ["--calls", str(asks)]
+        command += ["--seed", str(seed), "--memories", str(memories)]
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.where = self._answer()  # the worker's palace_retrievers, once it is seated
+
+    def remember(self, text: str) -> float:
+        """Remember ``text`` there; the milliseconds ``remember`` took."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(text) + "\n")
+        self.process.stdin.flush()
+        return float(self._answer())
+
+    def _answer(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the speed worker stopped ({self.process.wait()})")
+        return line.strip()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+
+
+def speed_worker(memories: int, asks: int, seed: int) -> None:
+    """The other end of :class:`Checkout`: seat the user, say which ``palace_retrievers``
+    this is, then remember each JSON text read from stdin and print its milliseconds."""
+    import palace_retrievers
+
+    model = SentenceTransformerEmbedder(options={"batch_size": 128})
+    kept, _ = speed_texts(memories, asks, seed)
+    with ExitStack() as stack:
+        palace = speed_palace(stack, model, speed_others(model, kept), settings={})
+        print(Path(palace_retrievers.__file__).parent.parent, flush=True)
+        for line in sys.stdin:
+            started = time.perf_counter()
+            palace.remember(json.loads(line), user_id="speed")
+            print((time.perf_counter() - started) * 1000, flush=True)
+
+
+def speed(
+    memories: int,
+    asks: int,
+    seed: int,
+    deciders: Sequence[str],
+    baseline_weights: Path | None,
+    *,
+    every: bool = True,
+    against: Sequence[Path] = (),
+) -> None:
+    """``remember`` p50 / p95 for a user who has ``memories`` memories already, for each
+    decider, for ``shipped`` as it was before the shortlist (every candidate read, the
+    pair reader on PyTorch; unless not ``every``) and for the shipped palace of each
+    checkout folder in ``against`` (in a process of its own): the same texts, each text
+    remembered by every palace in turn, so that all meet the same load on a shared
+    machine. The load average is printed before and after."""
+    import os
+
+    from palace_retrievers.memory.learned import pair_reader
+
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    model = SentenceTransformerEmbedder(options={"batch_size": 128})
+    kept, asked = speed_texts(memories, asks, seed)
     shipped_reader = pair_reader.reader
     torch_reader = pair_reader.Reader(
         pair_reader.READER_FILE, pair_reader.base_weights(), onnx=False
     )
-    runs: dict[str, tuple[Any, bool]] = {
-        decider: (palace_for(DECIDERS[decider], model, weights), False)
+    runs: dict[str, tuple[dict[str, Any], bool]] = {
+        decider: ({"settings": DECIDERS[decider], "weights": weights}, False)
         for decider in deciders
         for weights in [baseline_weights if decider == "baseline" else None]
     }
-    if "shipped" in deciders:
-        every = palace_for({}, model, judge_options={"shortlist": 0})
-        runs["shipped, every candidate read, reader on PyTorch"] = (every, True)
+    if "shipped" in deciders and every:
+        every_run = {"settings": {}, "judge_options": {"shortlist": 0}}
+        runs["shipped, every candidate read, reader on PyTorch"] = (every_run, True)
     times: dict[str, list[float]] = {name: [] for name in runs}
     with ExitStack() as stack:
-        palaces = {name: stack.enter_context(run) for name, (run, _) in runs.items()}
-        for palace in palaces.values():
-            file_others(palace, "speed", kept, others)
+        others = speed_others(model, kept)
+        palaces = {
+            name: speed_palace(stack, model, others, **run) for name, (run, _) in runs.items()
+        }
+        checkouts: dict[str, Checkout] = {}
+        for folder in against:
+            checkout = Checkout(folder, memories, asks, seed)
+            stack.callback(checkout.close)
+            checkouts[f"shipped, the checkout in {folder} ({checkout.where})"] = checkout
+        times.update({name: [] for name in checkouts})
         try:
             for k, text in enumerate(["warm up the judges", *asked]):
                 for name, palace in palaces.items():
                     on_torch = runs[name][1]
-                    pair_reader.reader = (  # type: ignore[assignment]
+                    reader = (
                         (lambda path=pair_reader.READER_FILE: torch_reader)
                         if on_torch
                         else shipped_reader
                     )
+                    pair_reader.reader = reader  # type: ignore[assignment]
                     started = time.perf_counter()
                     palace.remember(text, user_id="speed")
                     if k:
                         times[name].append((time.perf_counter() - started) * 1000)
+                for name, checkout in checkouts.items():
+                    answer = checkout.remember(text)
+                    if k:
+                        times[name].append(answer)
         finally:
             pair_reader.reader = shipped_reader
     for name, took in times.items():
@@ -692,6 +791,7 @@ def speed(
             f"p50 {statistics.median(took):.1f} ms, p95 {p95:.1f} ms",
             flush=True,
         )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -704,6 +804,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--speed", action="store_true", help="remember p50 / p95 instead")
     parser.add_argument("--dump", type=Path, help="a JSON line per pair to this file (see above)")
     parser.add_argument("--calls", type=int, default=200, help="remember calls timed (--speed)")
+    parser.add_argument(
+        "--against",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="--speed: also time the shipped palace of these checkouts (e.g. a git "
+        "worktree of an older commit), each in a process of its own, in turns",
+    )
+    parser.add_argument(
+        "--skip-every",
+        action="store_true",
+        help="--speed: leave out the judge as it was before the shortlist (slow)",
+    )
+    parser.add_argument("--memories", type=int, default=1000, help=argparse.SUPPRESS)
+    parser.add_argument("--speed-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--baseline-weights",
         type=Path,
@@ -718,8 +833,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     LIMIT = args.limit
     if "baseline" in args.deciders and args.baseline_weights is None and not args.grid:
         parser.error("the baseline decider needs --baseline-weights")
+    if args.speed_worker:
+        speed_worker(args.memories, args.calls, args.seed)
+        return 0
     if args.speed:
-        speed(1000, args.calls, args.seed, args.deciders, args.baseline_weights)
+        speed(
+            args.memories,
+            args.calls,
+            args.seed,
+            args.deciders,
+            args.baseline_weights,
+            every=not args.skip_every,
+            against=args.against,
+        )
         return 0
     if not args.sets:
         parser.error("give --sets, or --speed")
