@@ -142,24 +142,38 @@ SETS = {
     "train 16 (trained on)": "memory_pairs_train16.jsonl",
     "train 17 (trained on)": "memory_pairs_train17.jsonl",
     "held-out 20 (not trained on)": "memory_pairs_heldout20.jsonl",
-    "held-out 21 (not trained on)": "memory_pairs_heldout21.jsonl",
+    "held-out 21 (trained on since the 13th session)": "memory_pairs_heldout21.jsonl",
     "held-out 22 (not trained on)": "memory_pairs_heldout22.jsonl",
-    "held-out 23 (not trained on)": "memory_pairs_heldout23.jsonl",
+    "held-out 23 (trained on since the 13th session)": "memory_pairs_heldout23.jsonl",
     "held-out 24 (not trained on; two thirds Chinese)": "memory_pairs_heldout24.jsonl",
-    "held-out 25 (not trained on; two thirds Chinese)": "memory_pairs_heldout25.jsonl",
+    "held-out 25 (two thirds Chinese; trained on since the 13th session)": "memory_pairs_heldout25.jsonl",
     "held-out 26 (not trained on; two thirds Chinese)": "memory_pairs_heldout26.jsonl",
-    "held-out 27 (not trained on; two thirds Chinese)": "memory_pairs_heldout27.jsonl",
+    "held-out 27 (two thirds Chinese; trained on since the 13th session)": "memory_pairs_heldout27.jsonl",
     "train chat (trained on)": "memory_pairs_train_chat.jsonl",
     "train key-value (trained on)": "memory_pairs_train_keyvalue.jsonl",
     "train multi-fact (trained on)": "memory_pairs_train_multifact.jsonl",
     "train persona (trained on)": "memory_pairs_train_persona.jsonl",
     "train work (trained on)": "memory_pairs_train_work.jsonl",
+    "train notes and events (trained on)": "memory_pairs_train_notes_events.jsonl",
+    "train zh events (trained on)": "memory_pairs_train_zh_events.jsonl",
+    "train spoken (trained on)": "memory_pairs_train_spoken.jsonl",
+    "train email (trained on)": "memory_pairs_train_email.jsonl",
+    "train zh code-switching (trained on)": "memory_pairs_train_zhmix.jsonl",
+    "train zh household (trained on)": "memory_pairs_train_zhhome.jsonl",
+    **{
+        f"blind {name} (spent, trained on)": f"memory_pairs_blind_{name}.jsonl"
+        for name in (
+            "team_ops caregivers narrative voice crm zhcampus coach zhfamily formal hobby"
+        ).split()
+    },
 }
-BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in range(16, 28))
-"""The sets neither shipped learned judge is trained on: held-out 16–19 chose the judges and
-their thresholds (benchmarks/README.md); held-out 20–27 were first run after everything was
-frozen (24–27 were written as training sets, two thirds Chinese, but the judges trained
-with them did worse on held-out 16–19 and were not shipped)."""
+BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19, 20, 22, 24, 26))
+"""The sets neither shipped pair judge is trained on: held-out 16–19 chose the judges and
+their thresholds (benchmarks/README.md); the list-wise model is trained on the pair judges'
+opinions of held-out 20, 22, 24 and 26, which must be opinions of pairs they never saw.
+Every other set, the blind sets once they were spent among them, trains the pair judges
+(the thirteenth session's retraining; before it held-out 21, 23, 25, 27, the blind sets
+and the last six training writers' sets were left out)."""
 START = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
 
 

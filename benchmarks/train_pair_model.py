@@ -1,8 +1,8 @@
 """Train the pair model of :mod:`palace_retrievers.memory.learned.pair_model` and say how well it
 holds.
 
-Reads the labelled memory pairs of ``benchmarks/data`` named in :data:`TRAIN` (the dev
-set, held-out 1–15 and train 2–14), computes each pair's features and vectors with the real
+Reads the labelled memory pairs of ``benchmarks/data`` named in :data:`TRAIN` (every
+set of ``memory.SETS`` but ``memory.BLIND``), computes each pair's features and vectors with the real
 all-MiniLM-L6-v2, and fits the two estimators of
 :mod:`palace_retrievers.memory.learned.pair_estimators`
 with scikit-learn (which sentence-transformers installs): a random forest over the named
@@ -14,8 +14,9 @@ fitted on every training set as JSON to ``palace_retrievers/memory/learned/data/
 (``--out`` to write elsewhere, ``--dry-run`` to write nothing) and checks that the JSON
 reader agrees with scikit-learn.
 
-The sets named in ``memory.BLIND`` (held-out 16–27) are never trained on: they measure the
-model on phrasings and slots it never saw (``benchmarks/memory.py pairs``).
+The sets named in ``memory.BLIND`` (held-out 16–20, 22, 24, 26) are never trained on: they
+measure the model on phrasings and slots it never saw (``benchmarks/memory.py pairs``), and
+the list-wise model is trained on the pair judges' opinions of held-out 20, 22, 24, 26.
 
 Usage::
 

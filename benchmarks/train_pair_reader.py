@@ -12,7 +12,7 @@ batch 16, AdamW at ``--lr`` 5e-4 with 10 % warm-up and a linear decay, 96 tokens
 two CPU threads.
 
 It trains on every labelled set of ``benchmarks/data`` but the ``--blind`` ones (default
-``memory.BLIND``, held-out 16–27), writes the
+``memory.BLIND``, held-out 16–20, 22, 24 and 26), writes the
 reader to ``--out`` (default ``palace_retrievers/memory/learned/data/pair_reader.safetensors``),
 loads it
 back the way the palace does (:func:`pair_reader.Reader`: the deltas added to the base
