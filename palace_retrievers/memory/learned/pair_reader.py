@@ -37,7 +37,7 @@ import threading
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,18 @@ class ReaderInfo:
 
 
 def info(path: Path = READER_FILE) -> ReaderInfo:
-    """The metadata of the reader in ``path``, without loading any weights."""
+    """The metadata of the reader in ``path``, without loading any weights (read once per
+    state of the file: the judge asks for it at every ``remember``)."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the pair reader {path}: {exc}") from exc
+    return _info(path, stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=16)
+def _info(path: Path, size: int, mtime_ns: int) -> ReaderInfo:
+    """:func:`info` of ``path`` as it is at ``size`` and ``mtime_ns``."""
     from safetensors import SafetensorError, safe_open
 
     try:
