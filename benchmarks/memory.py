@@ -104,6 +104,9 @@ from palace_retrievers.memory.wording import tokens
 from palace_retrievers.records import Drawer
 
 DATA = Path(__file__).resolve().parent / "data"
+SPENT = ("team_ops", "caregivers", "narrative", "voice", "crm", "zhcampus", "coach", "zhfamily")
+SPENT += ("formal", "hobby")
+"""The blind writers' sets run once and spent (``memory_pairs_blind_<name>.jsonl``)."""
 SETS = {
     "dev (tuned on)": "memory_pairs.jsonl",
     "held-out 1 (seen)": "memory_pairs_heldout.jsonl",
@@ -142,13 +145,13 @@ SETS = {
     "train 16 (trained on)": "memory_pairs_train16.jsonl",
     "train 17 (trained on)": "memory_pairs_train17.jsonl",
     "held-out 20 (not trained on)": "memory_pairs_heldout20.jsonl",
-    "held-out 21 (trained on since the 13th session)": "memory_pairs_heldout21.jsonl",
+    "held-out 21 (trained on since session 13)": "memory_pairs_heldout21.jsonl",
     "held-out 22 (not trained on)": "memory_pairs_heldout22.jsonl",
-    "held-out 23 (trained on since the 13th session)": "memory_pairs_heldout23.jsonl",
+    "held-out 23 (trained on since session 13)": "memory_pairs_heldout23.jsonl",
     "held-out 24 (not trained on; two thirds Chinese)": "memory_pairs_heldout24.jsonl",
-    "held-out 25 (two thirds Chinese; trained on since the 13th session)": "memory_pairs_heldout25.jsonl",
+    "held-out 25 (two thirds Chinese; trained on since session 13)": "memory_pairs_heldout25.jsonl",
     "held-out 26 (not trained on; two thirds Chinese)": "memory_pairs_heldout26.jsonl",
-    "held-out 27 (two thirds Chinese; trained on since the 13th session)": "memory_pairs_heldout27.jsonl",
+    "held-out 27 (two thirds Chinese; trained on since session 13)": "memory_pairs_heldout27.jsonl",
     "train chat (trained on)": "memory_pairs_train_chat.jsonl",
     "train key-value (trained on)": "memory_pairs_train_keyvalue.jsonl",
     "train multi-fact (trained on)": "memory_pairs_train_multifact.jsonl",
@@ -160,12 +163,7 @@ SETS = {
     "train email (trained on)": "memory_pairs_train_email.jsonl",
     "train zh code-switching (trained on)": "memory_pairs_train_zhmix.jsonl",
     "train zh household (trained on)": "memory_pairs_train_zhhome.jsonl",
-    **{
-        f"blind {name} (spent, trained on)": f"memory_pairs_blind_{name}.jsonl"
-        for name in (
-            "team_ops caregivers narrative voice crm zhcampus coach zhfamily formal hobby"
-        ).split()
-    },
+    **{f"blind {name} (spent, trained on)": f"memory_pairs_blind_{name}.jsonl" for name in SPENT},
 }
 BLIND = tuple(f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19, 20, 22, 24, 26))
 """The sets neither shipped pair judge is trained on: held-out 16–19 chose the judges and

@@ -2,8 +2,8 @@
 holds.
 
 Reads the labelled memory pairs of ``benchmarks/data`` named in :data:`TRAIN` (every
-set of ``memory.SETS`` but ``memory.BLIND``), computes each pair's features and vectors with the real
-all-MiniLM-L6-v2, and fits the two estimators of
+set of ``memory.SETS`` but ``memory.BLIND``), computes each pair's features and vectors
+with the real all-MiniLM-L6-v2, and fits the two estimators of
 :mod:`palace_retrievers.memory.learned.pair_estimators`
 with scikit-learn (which sentence-transformers installs): a random forest over the named
 features (100 trees, depth at most 6, seed 0) and a logistic regression over the features
