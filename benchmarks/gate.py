@@ -12,11 +12,16 @@ and language: the gate recall, and the shares of pairs whose old memory is
 - among the ``memory.lexical_candidates`` best by full text (``lexical_memories``),
 - among neither,
 - in the list-wise judge's shortlist of 3 (:func:`~palace_retrievers.memory.learned.
-  listwise.shortlist` over the gate's candidates), the few the pair judges read.
+  listwise.shortlist` over the gate's candidates, with their full-text ranks, as the
+  judge gets them), the few the pair judges read.
 
 Nothing is judged or remembered, so a run is a few minutes. Unlike ``remember.py``, the
 ``new`` pairs are skipped before the users are seated, so the draws of unrelated
 memories differ from its run (the same from one run of this script to the next).
+
+``--limit N`` takes the first ``N`` pairs of each set (before the ``new`` ones are
+skipped), for a short run (the other pairs' texts then join the pool of unrelated
+memories, so the draws differ from a full run's).
 
 Usage::
 
@@ -76,7 +81,7 @@ def asked(
             continue
         user, old_id = remember.seat(palace, name, k, pair, others, rng)
         vector = palace._embed([pair["new"]])[0]
-        found = palace._remembering.candidates(pair["new"], user_id=user, vector=vector)
+        found = palace._remembering.gathered(pair["new"], user_id=user, vector=vector)
         mine = palace.ledger.memory_vectors(
             [f"other_{user}_{j}" for j in range(others.count)] + [old_id]
         )
@@ -87,15 +92,19 @@ def asked(
         )
         near, text = rank < config.candidates, any(i == old_id for i, _ in by_text)
         chosen = shortlist(
-            [m.text for m in found], pair["new"], [cosines.get(m.id, 0.0) for m in found], 3
+            [c.memory.text for c in found],
+            pair["new"],
+            [cosines.get(c.memory.id, 0.0) for c in found],
+            3,
+            [c.lexical_rank for c in found],
         )
         count = counts[pair["lang"]]
         count.pairs += 1
-        count.gate += any(m.id == old_id for m in found)
+        count.gate += any(c.memory.id == old_id for c in found)
         count.vector += near
         count.text += text
         count.neither += not (near or text)
-        count.shortlisted += any(found[j].id == old_id for j in chosen)
+        count.shortlisted += any(found[j].memory.id == old_id for j in chosen)
         remember.unseat(palace, user)
     return counts
 
@@ -105,9 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", nargs="+", required=True, help="set names, e.g. heldout24")
     parser.add_argument("--langs", nargs="+", default=["en", "zh"])
     parser.add_argument("--others", type=int, default=200, help="unrelated memories per user")
+    parser.add_argument("--limit", type=int, help="the first LIMIT pairs of each set")
     args = parser.parse_args(argv)
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
-    data = {n: [p for p in remember.load(n) if p["lang"] in args.langs] for n in args.sets}
+    data = {
+        n: [p for p in remember.load(n)[: args.limit] if p["lang"] in args.langs] for n in args.sets
+    }
     avoid = {t for pairs in data.values() for p in pairs for t in (p["old"], p["new"])}
     others = remember.Others.of(model, avoid, args.others)
     print(

@@ -15,7 +15,8 @@ one. One JSON line per pair::
 
 With ``--shortlist N`` the learned judge's parts read only the ``N`` candidates of the
 list the learned judge reads since it reads a shortlist (:func:`listwise.shortlist`,
-taken over the whole list: give the palace's gate as ``--vector``/``--lexical``, 16 and
+taken over the whole list with each candidate's full-text rank, as the palace's gate
+hands them to the judge: give the palace's gate as ``--vector``/``--lexical``, 16 and
 8); the others carry ``"structural": null, "learned": null, "verdict": "new"``: rows to
 replay the palace as it decides (``train_listwise.py --evaluate``), at a few pairs'
 work a row, not to train on.
@@ -90,9 +91,13 @@ def rows_for(
         vector_rank = {m.id: r for r, (m, _) in enumerate(near)}
         lexical_rank = {i: r for r, i in enumerate(lexical)}
         ids = sorted(memories, key=lambda i: (-cosine[i], i))
-        every = [Pair(memories[i].text, text, cosine[i]) for i in ids]
+        every = [Pair(memories[i].text, text, cosine[i], lexical_rank.get(i)) for i in ids]
         read = listwise.shortlist(
-            [p.old for p in every], text, [p.similarity for p in every], shortlist
+            [p.old for p in every],
+            text,
+            [p.similarity for p in every],
+            shortlist,
+            [p.lexical_rank for p in every],
         )
         asked = [every[k] for k in read]
         structural: list[str | None] = [None] * len(every)

@@ -258,15 +258,28 @@ def few(rows: Sequence[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]
 
 
 def shortened(
-    row: dict[str, Any], candidates: Sequence[dict[str, Any]], size: int
+    row: dict[str, Any], candidates: Sequence[dict[str, Any]], size: int, lexical: int
 ) -> list[dict[str, Any]]:
     """``candidates`` as the learned judge reads them with a shortlist of ``size``
     (:func:`listwise.shortlist`; 0: all): the others are never read, so they are new,
-    as a candidate the gate did not let in is."""
+    as a candidate the gate did not let in is. Each candidate's full-text rank is the
+    stored one when the gate's full text (its ``lexical`` best) brought it, else none, as
+    the palace hands it to the judge."""
     chosen = listwise.shortlist(
-        [c["text"] for c in candidates], row["new"], [c["cosine"] for c in candidates], size
+        [c["text"] for c in candidates],
+        row["new"],
+        [c["cosine"] for c in candidates],
+        size,
+        [ranked(c, lexical) for c in candidates],
     )
     return [candidates[k] for k in chosen]
+
+
+def ranked(candidate: dict[str, Any], lexical: int) -> int | None:
+    """The candidate's full-text rank as the palace's gate of ``lexical`` full-text
+    matches gives it (``None`` beyond them, or not found)."""
+    rank = candidate["lexical_rank"]
+    return rank if rank is not None and rank < lexical else None
 
 
 def gate_recall(rows: Sequence[Judged], lang: str | None = None) -> str:
@@ -305,7 +318,7 @@ def evaluate(
 ) -> None:
     """Each model replayed on ``rows`` at the shipped policy, per set and language (and
     with ``misses`` each pair it decides wrongly)."""
-    lists = [shortened(row, gated(row, *gate), shortlist) for row in rows]
+    lists = [shortened(row, gated(row, *gate), shortlist, gate[1]) for row in rows]
     cells = sorted({(r["set"], r["lang"]) for r in rows})
     for name, model in models.items():
         decided = judged(rows, lists, model)
@@ -395,7 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out and (vector, lexical) == tuple(args.gate):
             args.out.write_text(json.dumps(spec), encoding="utf-8")
             print(f"wrote {args.out}")
-        lists = [shortened(row, gated(row, vector, lexical), args.shortlist) for row in select]
+        lists = [
+            shortened(row, gated(row, vector, lexical), args.shortlist, lexical) for row in select
+        ]
         plain = judged(select, lists, None)
         print(
             f"\n## gate: {vector} by vector, {lexical} by full text, the slot: gate recall "
@@ -403,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         sizes = {
             f"{n} memories": [
-                shortened(row, chosen, args.shortlist)
+                shortened(row, chosen, args.shortlist, lexical)
                 for row, chosen in zip(select, few(select, n), strict=True)
             ]
             for n in FEW

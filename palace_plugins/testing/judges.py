@@ -1,7 +1,7 @@
 """The conformance suite of memory judges: :class:`JudgeTests`.
 
-A judge reads pairs (old memory, new memory, their cosine) and gives one
-:class:`~palace_retrievers.memory.judges.Opinion` per pair (see
+A judge reads pairs (old memory, new memory, their cosine, the old memory's full-text
+rank) and gives one :class:`~palace_retrievers.memory.judges.Opinion` per pair (see
 :mod:`palace_retrievers.memory.judges`). The suite checks what the palace relies on: one
 valid opinion per pair, in order, probabilities of the three labels that sum to 1; no
 pairs, no call needed and no opinions; the same pairs judged alone or together get the
@@ -16,6 +16,7 @@ the pairs it will be shown to answer (a scripted fake model, say), override
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,22 @@ class JudgeTests:
                 assert alone.probabilities[label] == pytest.approx(
                     opinion.probabilities[label], abs=1e-3
                 )
+
+    def test_pairs_with_full_text_ranks_are_judged(
+        self,
+        judge_factory: JudgeFactory,
+        judge_options: Mapping[str, Any],
+        sample_pairs: Sequence[Pair],
+    ) -> None:
+        """Pairs carry the old memory's place in the gate's full-text order (a judge may
+        read it or ignore it): the sample pairs (each its own new text) with ranks get
+        valid opinions, the same verdicts as without."""
+        ranked = [replace(pair, lexical_rank=k) for k, pair in enumerate(sample_pairs)]
+        plain = judge_factory(judge_options).judge(list(sample_pairs), CONTEXT)
+        opinions = judge_factory(judge_options).judge(ranked, CONTEXT)
+        check_opinions("under test", ranked, opinions)
+        for before, after in zip(plain, opinions, strict=True):
+            assert before.verdict == after.verdict
 
     def test_opinions_are_plain_values(
         self, judge: MemoryJudge, sample_pairs: Sequence[Pair]

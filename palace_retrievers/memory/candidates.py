@@ -17,12 +17,15 @@ candidates are the union of three ways in, all among the owner's current (``acti
 - **by slot**: every memory filed on the new memory's slot (the same subject and
   single-valued attribute, :mod:`.slots`).
 
-Each comes with its cosine to the new memory (from its stored vector), best first.
+Each comes as a :class:`Candidate`: with its cosine to the new memory (from its stored
+vector) and its place in the full text's order (or ``None``), nearest by cosine first. The
+learned judge reads its shortlist by both (:func:`.learned.listwise.shortlist`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +40,17 @@ from palace_retrievers.records.memories import Memory
 Nearest = Callable[[npt.NDArray[np.float32], str | None, int], Sequence[tuple[str, float]]]
 
 
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One of the owner's current memories a new memory is judged against: its cosine to
+    the new memory, and its place in the full text's order for the new text (0 for the
+    best match; ``None`` when the full text did not bring it)."""
+
+    memory: Memory
+    similarity: float
+    lexical_rank: int | None
+
+
 def gather(
     ledger: Ledger,
     config: MemoryConfig,
@@ -46,9 +60,9 @@ def gather(
     slot: str | None,
     user_id: str | None,
     nearest: Nearest | None = None,
-) -> list[tuple[Memory, float]]:
+) -> list[Candidate]:
     """The owner's current memories a new memory (``text``, its unit ``vector`` and
-    ``slot``) is judged against, with their cosine to it, best first (ties by id)."""
+    ``slot``) is judged against, nearest by cosine first (ties by id)."""
     found = _by_vector(ledger, config, vector, user_id, nearest)
     wanted: list[str] = []
     if config.lexical_candidates:
@@ -58,11 +72,12 @@ def gather(
                 text, user_id=user_id, statuses=CURRENT, limit=config.lexical_candidates
             )
         ]
+    ranks = {memory_id: rank for rank, memory_id in enumerate(dict.fromkeys(wanted))}
     memories = {m.id: m for m, _ in found}
     if slot is not None:
         for m in ledger.slot_memories(slot, user_id=user_id, statuses=CURRENT):
             memories.setdefault(m.id, m)
-    for m in ledger.get_memories([i for i in dict.fromkeys(wanted) if i not in memories]):
+    for m in ledger.get_memories([i for i in ranks if i not in memories]):
         if m.user_id == user_id and m.status in CURRENT:
             memories[m.id] = m
     sims = {m.id: s for m, s in found}
@@ -70,8 +85,8 @@ def gather(
     stored = ledger.memory_vectors(missing)
     for memory_id in missing:
         sims[memory_id] = float(stored[memory_id] @ vector) if memory_id in stored else 0.0
-    out = [(m, sims[m.id]) for m in memories.values()]
-    out.sort(key=lambda pair: (-pair[1], pair[0].id))
+    out = [Candidate(m, sims[m.id], ranks.get(m.id)) for m in memories.values()]
+    out.sort(key=lambda c: (-c.similarity, c.memory.id))
     return out
 
 

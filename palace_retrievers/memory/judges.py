@@ -33,12 +33,16 @@ LABELS = ("duplicate", "new", "update")
 
 @dataclass(frozen=True, slots=True)
 class Pair:
-    """What a judge reads: an old memory's text, the new text, and the cosine of their
-    embeddings (the palace's model)."""
+    """What a judge reads: an old memory's text, the new text, the cosine of their
+    embeddings (the palace's model), and the old memory's place in the gate's full-text
+    order for the new text (``lexical_rank``: 0 for the best match, ``None`` when the full
+    text did not bring it; :mod:`palace_retrievers.memory.candidates`). A judge may ignore
+    the rank; the learned judge's shortlist reads it."""
 
     old: str
     new: str
     similarity: float
+    lexical_rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

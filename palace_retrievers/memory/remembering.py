@@ -41,7 +41,7 @@ history are one ledger transaction, written only while the owner's memory mark s
 holds (decided again otherwise), and the vector index follows through the ledger's
 journal.
 
-About 570 lines: the one decision path (gather, judge, decide, file under the owner's
+About 600 lines: the one decision path (gather, judge, decide, file under the owner's
 mark), whose steps share the pairs judged so far; what follows filing is :attr:`keeping`'s.
 """
 
@@ -63,7 +63,7 @@ from palace_retrievers.errors import InvalidQueryError, MemoryConflictError
 from palace_retrievers.ids import digest
 from palace_retrievers.ledger import Ledger
 from palace_retrievers.ledger.memory_store import CURRENT
-from palace_retrievers.memory.candidates import Nearest, gather
+from palace_retrievers.memory.candidates import Candidate, Nearest, gather
 from palace_retrievers.memory.checks import (
     Time,
     check_importance,
@@ -324,9 +324,19 @@ class Remembering:
     ) -> list[Memory]:
         """The owner's current memories a new memory ``text`` would be judged against
         (see :mod:`palace_retrievers.memory.candidates`), nearest first."""
+        return [c.memory for c in self.gathered(text, user_id=user_id, vector=vector)]
+
+    def gathered(
+        self,
+        text: str,
+        *,
+        user_id: str | None,
+        vector: npt.NDArray[np.float32] | None = None,
+    ) -> list[Candidate]:
+        """:meth:`candidates` with their cosine and full-text rank, as the judge gets them."""
         if vector is None:
             vector = self._embed([text])[0]
-        found = gather(
+        return gather(
             self._ledger,
             self._config,
             text=text,
@@ -335,7 +345,6 @@ class Remembering:
             user_id=user_id,
             nearest=self._nearest,
         )
-        return [m for m, _ in found]
 
     def _verdicts(
         self,
@@ -357,18 +366,19 @@ class Remembering:
             nearest=self._nearest,
         )
         asked = [
-            Pair(old.text, text, sim)
-            for old, sim in found
-            if old.text != text and (old.text, text) not in judged
+            Pair(c.memory.text, text, c.similarity, c.lexical_rank)
+            for c in found
+            if c.memory.text != text and (c.memory.text, text) not in judged
         ]
+        olds = [c.memory for c in found]
         known: dict[str, Any] = {}
         if asked:  # the vectors the palace has: a judge that embeds them is not re-run
-            stored = self._ledger.memory_vectors([old.id for old, _ in found])
-            known = {old.text: stored[old.id] for old, _ in found if old.id in stored}
+            stored = self._ledger.memory_vectors([old.id for old in olds])
+            known = {old.text: stored[old.id] for old in olds if old.id in stored}
             known[text] = vector
         name, failure = self._ask(asked, judged, known)
         verdicts = []
-        for old, _ in found:
+        for old in olds:
             if old.text == text:
                 verdict = decide(
                     Opinion.certain("duplicate", "told again word for word"), self._policy, name
@@ -379,7 +389,9 @@ class Remembering:
                 verdict = undecided(name, failure or "not judged")
             verdicts.append(verdict)
         settled = settle(verdicts, self._policy)
-        return [(old, verdict, sim) for (old, sim), verdict in zip(found, settled, strict=True)]
+        return [
+            (c.memory, verdict, c.similarity) for c, verdict in zip(found, settled, strict=True)
+        ]
 
     def _ask(
         self, pairs: list[Pair], judged: Judged, known: Mapping[str, Any] | None = None

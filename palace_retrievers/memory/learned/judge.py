@@ -30,11 +30,11 @@ thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_thresh
 trained for the shipped pair judges: with weights of your own, or the pair model or the
 reader switched off, the list-wise step is taken only with a ``listwise_file`` trained
 for them), ``shortlist`` (3; 0 for all): with the list-wise step, only this many of a
-new text's candidates -- the nearest by cosine and by shared words, in turn
-(:func:`.listwise.shortlist`) -- are read by the structural matcher and the pair judges
-and then by the list-wise model, which reads them as one list; the others are *new*
-(replayed on the selection rows, the shortlist of 3 decides as well as every candidate
-does, at a ninth of the judges' work: benchmarks/README.md, "Speed").
+new text's candidates -- the best by the gate's full text, by shared words and by
+cosine, in turn (:func:`.listwise.shortlist`) -- are read by the structural matcher and
+the pair judges and then by the list-wise model, which reads them as one list; the
+others are *new* (at a ninth of the judges' work: benchmarks/README.md, "Speed", and
+"The shortlist: the full text's order first").
 """
 
 from __future__ import annotations
@@ -195,6 +195,7 @@ class LearnedJudge(MemoryJudge):
                 new,
                 [pairs[k].similarity for k in members],
                 self.options["shortlist"],
+                [pairs[k].lexical_rank for k in members],
             )
             asked += [members[i] for i in chosen]
         return sorted(asked)
@@ -203,7 +204,7 @@ class LearnedJudge(MemoryJudge):
         """The opinion of a candidate left off the shortlist."""
         size = self.options["shortlist"]
         return Opinion.certain(
-            "new", f"not among the {size} nearest by meaning or by shared words: not read"
+            "new", f"not among the {size} nearest by words or by meaning: not read"
         )
 
     def _read_listwise(

@@ -83,25 +83,44 @@ def overlap(a: str, b: str) -> float:
     return 2 * len(ga & gb) / (len(ga) + len(gb))
 
 
-def shortlist(olds: Sequence[str], new: str, cosines: Sequence[float], size: int) -> list[int]:
-    """The indices of the ``size`` candidates the pair judges are asked about: the nearest
-    by cosine and the nearest by :func:`overlap`, taken in turn (the first of each, then
-    the second of each, ...), nearest by cosine first in the result.
+def shortlist(
+    olds: Sequence[str],
+    new: str,
+    cosines: Sequence[float],
+    size: int,
+    lexical_ranks: Sequence[int | None] | None = None,
+) -> list[int]:
+    """The indices of the ``size`` candidates the pair judges are asked about, nearest by
+    cosine first. Three ways in take turns, each bringing its best candidate not yet
+    chosen: the gate's **full text** (``lexical_ranks``: each candidate's place in the
+    ledger's full-text order, ``None`` when the full text did not find it), the most
+    shared grams (:func:`overlap`; ties by cosine), and the nearest by **cosine**; a way
+    with nothing left to bring (the full text found few, or no ranks were given) passes
+    its turn.
 
     The pair judges (a cross-encoder pass and six embeddings a candidate) are what makes
     ``remember`` slow; the old memory a new text repeats or updates is nearly always one
-    of the few it is nearest to by meaning or by words (benchmarks/README.md, "Speed").
+    of the few it is nearest to by words or by meaning. The words come first: for
+    Chinese the embedder (all-MiniLM-L6-v2) lacks most characters, and the full text's
+    first is the old memory more often than the cosine's (benchmarks/README.md, "The
+    shortlist: the full text's order first").
     """
-    if size <= 0 or size >= len(olds):
-        return list(range(len(olds)))
+    n = len(olds)
+    if size <= 0 or size >= n:
+        return list(range(n))
+    ranked = {k: r for k, r in enumerate(lexical_ranks or ()) if r is not None}
     laps = [overlap(old, new) for old in olds]
-    by_cosine = sorted(range(len(olds)), key=lambda k: -cosines[k])
-    by_overlap = sorted(range(len(olds)), key=lambda k: -laps[k])
+    ways = [
+        sorted(ranked, key=ranked.__getitem__),
+        sorted(range(n), key=lambda k: (-laps[k], -cosines[k])),
+        sorted(range(n), key=lambda k: -cosines[k]),
+    ]
     chosen: list[int] = []
-    for pair in zip(by_cosine, by_overlap, strict=True):
-        for k in pair:
-            if k not in chosen and len(chosen) < size:
-                chosen.append(k)
+    while len(chosen) < size:
+        for way in ways:
+            best = next((k for k in way if k not in chosen), None)
+            if best is not None and len(chosen) < size:
+                chosen.append(best)
     return sorted(chosen, key=lambda k: -cosines[k])
 
 
