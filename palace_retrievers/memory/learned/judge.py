@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -274,9 +275,17 @@ class LearnedJudge(MemoryJudge):
             if not self._trained_for(context):
                 return None
             asked = [(p.old, p.new) for p in pairs]
-            opinions = [pair_model.judge_many(asked, context.embed, self._model_file)]
-            if self.options["pair_reader"]:
-                opinions.append(pair_reader.reader(self._reader_file).probabilities(asked))
+            # The reader's pass runs on a thread beside the pair model's embeddings: each
+            # is one ONNX Runtime thread, so on two cores they take the time of the longer.
+            with ThreadPoolExecutor(1) as aside:
+                reading = (
+                    aside.submit(pair_reader.reader(self._reader_file).probabilities, asked)
+                    if self.options["pair_reader"]
+                    else None
+                )
+                opinions = [pair_model.judge_many(asked, context.embed, self._model_file)]
+                if reading is not None:
+                    opinions.append(reading.result())
         except Exception as exc:  # signal, not gate: the structural verdicts stand
             log.warning("the learned pair judges failed (%s: %s)", type(exc).__name__, exc)
             return None
