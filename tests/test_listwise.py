@@ -159,23 +159,22 @@ def test_listwise_without_a_model_fails_when_the_judge_is_made(tmp_path: Path) -
         LearnedJudge({"listwise": True, "listwise_file": str(tmp_path / "none.json")})
 
 
-def test_the_shortlist_takes_the_nearest_by_words_and_by_meaning_in_turn() -> None:
+def test_the_shortlist_of_other_text_is_the_nearest_by_meaning() -> None:
     olds = ["alpha beta", "gamma delta", "rent is 2100 a month", "epsilon", "zeta eta"]
     cosines = [0.9, 0.8, 0.1, 0.7, 0.2]
     new = "rent is 2300 a month now"
-    # no full-text ranks: the most shared words (2), the nearest by cosine (0), then the
-    # next by shared words (none shared: the nearest of the rest, 1); nearest first
-    assert listwise.shortlist(olds, new, cosines, 3) == [0, 1, 2]
-    assert listwise.shortlist(olds, new, cosines, 1) == [2]
-    assert listwise.shortlist(olds, new, cosines, 2) == [0, 2]
+    # no CJK character: the nearest by cosine, whatever the words or the full text say
+    assert listwise.shortlist(olds, new, cosines, 3) == [0, 1, 3]
+    assert listwise.shortlist(olds, new, cosines, 3, [None, None, 0, None, None]) == [0, 1, 3]
+    assert listwise.shortlist(olds, new, cosines, 1) == [0]
     assert listwise.shortlist(olds, new, cosines, 0) == [0, 1, 2, 3, 4]  # 0: all of them
     assert listwise.shortlist(olds[:2], new, cosines[:2], 3) == [0, 1]
 
 
-def test_the_full_text_brings_its_best_first() -> None:
-    """The gate's full-text order leads: its best is read even when shared grams and the
-    cosine both point elsewhere (a Chinese old memory that shares only the word 导师,
-    one character pair, while another shares 老师's characters and pair)."""
+def test_for_chinese_the_full_text_brings_its_best_first() -> None:
+    """A Chinese new text: the gate's full-text order leads, its best read even when the
+    shared grams and the cosine both point elsewhere (the old memory shares only the word
+    导师, one character pair; another shares 老师's characters and pair)."""
     new = "导师换成了王老师"
     olds = ["我的导师是李教授", "我每天跑步五公里", "老师说下周考试", "周末去爬山", "我喜欢吃芒果"]
     cosines = [0.2, 0.6, 0.5, 0.55, 0.4]
@@ -184,22 +183,23 @@ def test_the_full_text_brings_its_best_first() -> None:
     assert listwise.shortlist(olds, new, cosines, 1, ranks) == [0]
     # then the most shared grams (2), then the nearest by cosine (1), nearest first
     assert listwise.shortlist(olds, new, cosines, 3, ranks) == [1, 2, 0]
-    # without the ranks the old memory is not read at 2
-    assert 0 not in listwise.shortlist(olds, new, cosines, 2)
-    assert 0 in listwise.shortlist(olds, new, cosines, 2, ranks)
+    # without the ranks the old memory is not read at 2: the grams' best, the cosine's
+    assert listwise.shortlist(olds, new, cosines, 2) == [1, 2]
+    assert listwise.shortlist(olds, new, cosines, 2, ranks) == [2, 0]
 
 
 def test_each_way_brings_its_best_not_yet_chosen() -> None:
-    """When the full text's best is also the nearest by cosine, the cosine brings its
-    next; a full text that found one candidate passes its turn after it."""
-    olds = ["rent is 2100 a month", "rent day is the first", "gym at 7", "tea", "cat"]
-    cosines = [0.9, 0.3, 0.8, 0.7, 0.1]
-    new = "rent is 2300 a month now"
+    """When the full text's best is also the grams' best, the grams bring their next; a
+    full text that found one candidate passes its turn after it."""
+    new = "房租涨到两千三"
+    olds = ["房租每月两千一", "房东姓王", "健身房七点开门", "喝茶", "猫"]
+    cosines = [0.3, 0.2, 0.9, 0.8, 0.1]
     ranks = [0, None, None, None, None]
-    # full text 0, shared words 1 (0 taken), cosine 2 (0 taken), full text done,
-    # shared words next: none left sharing a word, the nearest of the rest (3)
-    assert listwise.shortlist(olds, new, cosines, 3, ranks) == [0, 2, 1]
-    assert listwise.shortlist(olds, new, cosines, 4, ranks) == [0, 2, 3, 1]
+    # full text 0; grams: 0 taken, their next 1 (房); cosine 2; then the full text
+    # passes and the grams bring 3 (none shared: the nearest of the rest); nearest first
+    assert listwise.shortlist(olds, new, cosines, 3, ranks) == [2, 0, 1]
+    assert listwise.shortlist(olds, new, cosines, 4, ranks) == [2, 3, 0, 1]
+    assert listwise.shortlist(olds, new, cosines, 0, ranks) == [0, 1, 2, 3, 4]
 
 
 def test_the_judge_reads_only_the_shortlist(real_embedder: Any) -> None:

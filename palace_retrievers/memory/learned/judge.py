@@ -30,11 +30,12 @@ thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_thresh
 trained for the shipped pair judges: with weights of your own, or the pair model or the
 reader switched off, the list-wise step is taken only with a ``listwise_file`` trained
 for them), ``shortlist`` (3; 0 for all): with the list-wise step, only this many of a
-new text's candidates -- the best by the gate's full text, by shared words and by
-cosine, in turn (:func:`.listwise.shortlist`) -- are read by the structural matcher and
-the pair judges and then by the list-wise model, which reads them as one list; the
-others are *new* (at a ninth of the judges' work: benchmarks/README.md, "Speed", and
-"The shortlist: the full text's order first").
+new text's candidates -- for Chinese, Japanese or Korean text the best by the gate's
+full text, by shared grams and by cosine, in turn; for other text the nearest by cosine
+(:func:`.listwise.shortlist`) -- are read by the structural matcher and the pair judges
+and then by the list-wise model, which reads them as one list; the others are *new* (at
+a ninth of the judges' work: benchmarks/README.md, "Speed", and "The shortlist: the
+full text's order for Chinese").
 """
 
 from __future__ import annotations

@@ -91,29 +91,34 @@ def shortlist(
     lexical_ranks: Sequence[int | None] | None = None,
 ) -> list[int]:
     """The indices of the ``size`` candidates the pair judges are asked about, nearest by
-    cosine first. Three ways in take turns, each bringing its best candidate not yet
-    chosen: the gate's **full text** (``lexical_ranks``: each candidate's place in the
-    ledger's full-text order, ``None`` when the full text did not find it), the most
-    shared grams (:func:`overlap`; ties by cosine), and the nearest by **cosine**; a way
-    with nothing left to bring (the full text found few, or no ranks were given) passes
-    its turn.
+    cosine first.
+
+    For a new text with Chinese, Japanese or Korean characters, three ways in take
+    turns, each bringing its best candidate not yet chosen (a way with nothing left to
+    bring passes its turn): the gate's **full text** (``lexical_ranks``: each candidate's
+    place in the ledger's full-text order, ``None`` when the full text did not bring it),
+    the most shared **grams** (:func:`overlap`, which reads character pairs; ties by
+    cosine), then the nearest by **cosine**, last because the palace's embedder
+    (all-MiniLM-L6-v2) lacks most of those characters. For any other text the embedder
+    reads the meaning: the ``size`` nearest by cosine.
 
     The pair judges (a cross-encoder pass and six embeddings a candidate) are what makes
     ``remember`` slow; the old memory a new text repeats or updates is nearly always one
-    of the few it is nearest to by words or by meaning. The words come first: for
-    Chinese the embedder (all-MiniLM-L6-v2) lacks most characters, and the full text's
-    first is the old memory more often than the cosine's (benchmarks/README.md, "The
-    shortlist: the full text's order first").
+    of the few it is nearest to by meaning or by words (benchmarks/README.md, "The
+    shortlist: the full text's order for Chinese").
     """
     n = len(olds)
     if size <= 0 or size >= n:
         return list(range(n))
+    by_cosine = sorted(range(n), key=lambda k: -cosines[k])
+    if not _CJK.search(new):
+        return by_cosine[:size]
     ranked = {k: r for k, r in enumerate(lexical_ranks or ()) if r is not None}
     laps = [overlap(old, new) for old in olds]
     ways = [
         sorted(ranked, key=ranked.__getitem__),
         sorted(range(n), key=lambda k: (-laps[k], -cosines[k])),
-        sorted(range(n), key=lambda k: -cosines[k]),
+        by_cosine,
     ]
     chosen: list[int] = []
     while len(chosen) < size:
