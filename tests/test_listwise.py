@@ -275,3 +275,75 @@ def test_the_model_reads_a_list_in_one_pass_as_row_by_row() -> None:
         linear = model._linear.probabilities(row)
         alone = (forest + linear) / 2
         assert [got[label] for label in model.labels] == [float(x) for x in alone]
+
+
+#: A Chinese update (heldout23's) and nine other memories of its user (eight of its
+#: candidates there, and one sharing many characters but one character pair), each
+#: nearer to the new text by all-MiniLM-L6-v2 than the old memory is.
+GPU_OLD = "电脑显卡是RTX 4060"
+GPU_NEW = "显卡换成4070Ti了，之前那张4060给我弟了"
+GPU_OTHERS = (
+    "10万太难了，今年目标调成8万",
+    "闹钟改成7点15了",
+    "数据平台项目的预算被砍到了150万。",
+    "吃素的日子改成每周一了，初一十五老记不住",
+    "税前每月工资25000元",
+    "我妈每月退休金4200元",
+    "健身房换成了乐刻",
+    "公司给我换了台MacBook Pro。",
+    "之前的银行卡我换了张新的",
+)
+
+
+def test_a_chinese_old_memory_found_only_by_the_full_text_is_read(
+    open_palace: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real model, real SQLite, the shipped judge: the old memory of a Chinese update is
+    the farthest of its user's ten by cosine, so the gate's vector way (4 nearest here)
+    misses it; the full text brings it first. The palace hands the judge its pair with
+    that rank, and the learned judge reads it closely, where the shortlist of before
+    (the 2 nearest by cosine and the most shared grams) and this one without the ranks
+    left it out. What the judge then says is the model's business, not this test's."""
+    from datetime import UTC, datetime, timedelta
+
+    from palace_retrievers.memory.judges import JudgeContext, Opinion, Pair
+    from palace_retrievers.memory.learned.judge import LearnedJudge
+
+    palace = open_palace(
+        tmp_path / "palace", fake=False, backend="sqlite", config={"memory": {"candidates": 4}}
+    )
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for k, text in enumerate((*GPU_OTHERS, GPU_OLD)):
+        palace.remember(text, user_id="u1", now=t0 + timedelta(minutes=k))
+    assert len(palace.memories(user_id="u1")) == len(GPU_OTHERS) + 1
+    _, judge = palace.memory_judge()
+    assert isinstance(judge, LearnedJudge)
+    handed: list[Pair] = []
+    read: list[Pair] = []
+    ask, inner = judge.judge, judge._judge
+
+    def judge_(pairs: list[Pair], context: JudgeContext) -> list[Opinion]:
+        handed.extend(pairs)
+        return ask(pairs, context)
+
+    def read_(pairs: list[Pair], context: JudgeContext) -> list[Opinion]:
+        read.extend(pairs)
+        return inner(pairs, context)
+
+    monkeypatch.setattr(judge, "judge", judge_)
+    monkeypatch.setattr(judge, "_judge", read_)
+    palace.remember(GPU_NEW, user_id="u1", now=t0 + timedelta(days=1))
+
+    [old] = [p for p in handed if p.old == GPU_OLD]
+    by_cosine = sorted(handed, key=lambda p: -p.similarity)
+    assert by_cosine.index(old) >= 4  # not among the vector way's 4 nearest
+    assert old.lexical_rank == 0  # the full text's best
+    assert old in read  # read closely,
+    assert len(read) == 3  # in a shortlist of 3
+    # the shortlist of before would have left it out, and so would this one unranked
+    assert old not in by_cosine[:2]
+    assert max(handed, key=lambda p: listwise.overlap(p.old, p.new)) != old
+    unranked = listwise.shortlist(
+        [p.old for p in handed], GPU_NEW, [p.similarity for p in handed], 3
+    )
+    assert handed.index(old) not in unranked
