@@ -466,11 +466,17 @@ def judged_pairs(
     for k, pair in enumerate(pairs):
         user, old_id = seat(palace, name, k, pair, others, rng)
         new_vector = palace._embed([pair["new"]])[0]
-        found = palace._remembering.candidates(pair["new"], user_id=user, vector=new_vector)
+        gathered = palace._remembering.gathered(pair["new"], user_id=user, vector=new_vector)
+        found = [c.memory for c in gathered]
         stored = palace.ledger.memory_vectors([m.id for m in found])
-        asked = [
-            Pair(m.text, pair["new"], float(stored[m.id] @ new_vector) if m.id in stored else 0.0)
-            for m in found
+        asked = [  # with the full-text ranks the palace hands the judge (its shortlist)
+            Pair(
+                c.memory.text,
+                pair["new"],
+                float(stored[c.memory.id] @ new_vector) if c.memory.id in stored else 0.0,
+                c.lexical_rank,
+            )
+            for c in gathered
         ]
         opinions = judge.judge(asked, context) if asked else []
         out.append(
