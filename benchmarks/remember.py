@@ -686,12 +686,14 @@ class Checkout:
         )
         self.where = self._answer()  # the worker's palace_retrievers, once it is seated
 
-    def remember(self, text: str) -> float:
-        """Remember ``text`` there; the milliseconds ``remember`` took."""
+    def remember(self, text: str) -> tuple[float, float]:
+        """Remember ``text`` there; the milliseconds ``remember`` took, and the
+        milliseconds of CPU its process spent meanwhile (on all its threads)."""
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(text) + "\n")
         self.process.stdin.flush()
-        return float(self._answer())
+        wall, cpu = self._answer().split()
+        return float(wall), float(cpu)
 
     def _answer(self) -> str:
         assert self.process.stdout is not None
@@ -717,9 +719,10 @@ def speed_worker(memories: int, asks: int, seed: int) -> None:
         palace = speed_palace(stack, model, speed_others(model, kept), settings={})
         print(Path(palace_retrievers.__file__).parent.parent, flush=True)
         for line in sys.stdin:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             palace.remember(json.loads(line), user_id="speed")
-            print((time.perf_counter() - started) * 1000, flush=True)
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            print(wall * 1000, cpu * 1000, flush=True)
 
 
 def speed(
@@ -769,6 +772,7 @@ def speed(
             stack.callback(checkout.close)
             checkouts[f"shipped, the checkout in {folder} ({checkout.where})"] = checkout
         times.update({name: [] for name in checkouts})
+        cpus: dict[str, list[float]] = {name: [] for name in times}
         try:
             for k, text in enumerate(["warm up the judges", *asked]):
                 for name, palace in palaces.items():
@@ -779,14 +783,16 @@ def speed(
                         else shipped_reader
                     )
                     pair_reader.reader = reader  # type: ignore[assignment]
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), time.process_time()
                     palace.remember(text, user_id="speed")
                     if k:
                         times[name].append((time.perf_counter() - started) * 1000)
+                        cpus[name].append((time.process_time() - cpu) * 1000)
                 for name, checkout in checkouts.items():
-                    answer = checkout.remember(text)
+                    wall, spent = checkout.remember(text)
                     if k:
-                        times[name].append(answer)
+                        times[name].append(wall)
+                        cpus[name].append(spent)
         finally:
             pair_reader.reader = shipped_reader
     for name, took in times.items():
@@ -794,7 +800,8 @@ def speed(
         p95 = took[int(0.95 * (len(took) - 1))]
         print(
             f"{name}: remember with {memories} memories of the user, {len(took)} calls: "
-            f"p50 {statistics.median(took):.1f} ms, p95 {p95:.1f} ms",
+            f"p50 {statistics.median(took):.1f} ms, p95 {p95:.1f} ms "
+            f"(CPU of its process, all threads: median {statistics.median(cpus[name]):.1f} ms)",
             flush=True,
         )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
