@@ -259,8 +259,9 @@ def embedded(
     embedded, and answers without embedding them again) in one call of ``embed``, the texts
     derived from them in up to three calls by length (the shortest third, the middle, the
     longest: a call pads every text to its longest, and a pair's values are a few words
-    where its templates are nearly whole texts). The same vectors as in one call, in about
-    four fifths of the time for a shortlist of three pairs (benchmarks/README.md, "Speed")."""
+    where its templates are nearly whole texts). The same vectors as in one call, for a
+    little less work: for a shortlist of three pairs, 44.0 ms of CPU against 44.9
+    (benchmarks/README.md, "Speed: what a remember spends, and what was cut")."""
     mine = [t for t in texts if t in own]
     derived = sorted((t for t in texts if t not in own), key=len)
     parts = min(3, max(1, len(derived) // 4))
