@@ -48,12 +48,16 @@ Usage::
     .venv/bin/python benchmarks/remember.py --speed --deciders shipped --calls 60
     .venv/bin/python benchmarks/remember.py --speed --deciders shipped --skip-every \
         --against /tmp/base   # and a worktree of another commit, in turns
+    .venv/bin/python benchmarks/remember.py --speed --deciders shipped --skip-every \
+        --calls 20 --profile 40   # where a call's time goes (cProfile, the calling thread)
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import random
 import statistics
 import sys
@@ -61,7 +65,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -734,13 +738,18 @@ def speed(
     *,
     every: bool = True,
     against: Sequence[Path] = (),
+    profile: int = 0,
 ) -> None:
     """``remember`` p50 / p95 for a user who has ``memories`` memories already, for each
     decider, for ``shipped`` as it was before the shortlist (every candidate read, the
     pair reader on PyTorch; unless not ``every``) and for the shipped palace of each
     checkout folder in ``against`` (in a process of its own): the same texts, each text
     remembered by every palace in turn, so that all meet the same load on a shared
-    machine. The load average is printed before and after."""
+    machine. Beside the wall times, the CPU time its process spent on a call (all its
+    threads: less swayed by the load, blind to what threads overlap); the load average
+    is printed before and after. With ``profile``, the ``shipped`` palace's calls are
+    profiled (:mod:`cProfile`) and the ``profile`` entries of most cumulative time
+    printed: where a call's time goes."""
     import os
 
     from palace_retrievers.memory.learned import pair_reader
@@ -761,6 +770,7 @@ def speed(
         every_run = {"settings": {}, "judge_options": {"shortlist": 0}}
         runs["shipped, every candidate read, reader on PyTorch"] = (every_run, True)
     times: dict[str, list[float]] = {name: [] for name in runs}
+    profiled = cProfile.Profile()
     with ExitStack() as stack:
         others = speed_others(model, kept)
         palaces = {
@@ -784,7 +794,8 @@ def speed(
                     )
                     pair_reader.reader = reader  # type: ignore[assignment]
                     started, cpu = time.perf_counter(), time.process_time()
-                    palace.remember(text, user_id="speed")
+                    with profiled if k and profile and name == "shipped" else nullcontext():
+                        palace.remember(text, user_id="speed")
                     if k:
                         times[name].append((time.perf_counter() - started) * 1000)
                         cpus[name].append((time.process_time() - cpu) * 1000)
@@ -805,6 +816,8 @@ def speed(
             flush=True,
         )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    if profile:
+        pstats.Stats(profiled).sort_stats("cumulative").print_stats(profile)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -829,6 +842,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--skip-every",
         action="store_true",
         help="--speed: leave out the judge as it was before the shortlist (slow)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--speed: profile the shipped palace's calls, print the N entries of most "
+        "cumulative time",
     )
     parser.add_argument("--memories", type=int, default=1000, help=argparse.SUPPRESS)
     parser.add_argument("--speed-worker", action="store_true", help=argparse.SUPPRESS)
@@ -858,6 +879,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.baseline_weights,
             every=not args.skip_every,
             against=args.against,
+            profile=args.profile,
         )
         return 0
     if not args.sets:
