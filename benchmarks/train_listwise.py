@@ -25,6 +25,9 @@ a spent blind set's, gathered with ``judge_rows.py --shortlist 3 --vector 16 --l
 8``: the palace's gate and shortlist) at the shipped policy, per set and language; with
 ``--misses`` each pair either decides wrongly is printed.
 
+``--drop NAME ...`` fits the new model without those of :data:`listwise.FEATURES` (replayed
+here only, as ``--extra``'s), to measure what they earn.
+
 ``--extra NAME ...`` adds candidate features of ``listwise_extra.py`` to the new model
 (replayed here only: the palace reads a model of :data:`listwise.FEATURES` alone, so
 ``--out`` is refused with them), to measure what each earns before it joins.
@@ -94,6 +97,8 @@ EMBEDDER = "all-MiniLM-L6-v2"
 
 #: ``--extra``: the candidate features added after :data:`listwise.FEATURES`.
 EXTRA_NAMES: list[str] = []
+#: ``--drop``: features of :data:`listwise.FEATURES` the new model is fitted without.
+DROPPED: list[str] = []
 
 
 class Replayed:
@@ -195,6 +200,9 @@ def examples(
 def fit(
     x: Any, y: Any, trained_on: Sequence[str], weights: dict[str, float] | None = None
 ) -> dict[str, Any]:
+    names = [*listwise.FEATURES, *EXTRA_NAMES]
+    kept = [i for i, name in enumerate(names) if name not in DROPPED]
+    x = x[:, kept]
     forest = RandomForestClassifier(
         TREES, max_depth=DEPTH, random_state=SEED, class_weight=weights
     ).fit(x, y)
@@ -205,7 +213,7 @@ def fit(
     assert tuple(forest.classes_) == tuple(linear.classes_) == LABELS
     return {
         "labels": list(LABELS),
-        "features": [*listwise.FEATURES, *EXTRA_NAMES],
+        "features": [names[i] for i in kept],
         "trained_on": list(trained_on),
         "embedder": EMBEDDER,
         "forest": {"trees": forest_trees(forest)},
@@ -388,10 +396,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--extra", nargs="+", default=[], choices=list(EXTRA), help="candidate features added"
     )
+    parser.add_argument(
+        "--drop",
+        nargs="+",
+        default=[],
+        choices=list(listwise.FEATURES),
+        help="features the new model is fitted without (an ablation)",
+    )
     args = parser.parse_args(argv)
-    if args.extra and args.out:
-        parser.error("a model with --extra features is not one the palace reads: no --out")
+    if (args.extra or args.drop) and args.out:
+        parser.error("a model with --extra or --drop is not one the palace reads: no --out")
     EXTRA_NAMES[:] = args.extra
+    DROPPED[:] = args.drop
     baseline = Replayed(json.loads(args.baseline.read_text(encoding="utf-8")))
     train, select = read(args.train), read(args.select)
     trained_on = sorted({r["set"] for r in train})
@@ -403,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         x, y = examples(train, vector, lexical, short=not args.long_only)
         spec = fit(x, y, trained_on, weights)
         model: listwise.Listwise | Replayed = (
-            Replayed(spec) if EXTRA_NAMES else listwise.Listwise(spec)
+            Replayed(spec) if EXTRA_NAMES or DROPPED else listwise.Listwise(spec)
         )
         if args.out and (vector, lexical) == tuple(args.gate):
             args.out.write_text(json.dumps(spec), encoding="utf-8")
