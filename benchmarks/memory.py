@@ -1,6 +1,10 @@
 """Memories: is an update told from a duplicate, and does the palace stay right over time?
 
 Two parts, both with the real all-MiniLM-L6-v2; results are printed, never asserted.
+(``memory.py remember --sets ...`` runs the decisions end to end instead, through
+``Palace.remember`` for a user with 200 other memories: gate recall, update and duplicate
+P / R, stale answers, hidden true memories and dropped updates per writer's set and
+language; it is ``benchmarks/remember.py``, every argument passed on.)
 
 **pairs** — the labelled memory pairs of ``benchmarks/data`` (updates, duplicates and
 unrelated facts, English and Chinese, several phrasings each). Each pair's similarity is
@@ -874,6 +878,12 @@ def _live(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["remember"]:
+        # end to end, per writer and language: benchmarks/remember.py, every argument passed on
+        import remember
+
+        return remember.main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", nargs="?", choices=("pairs", "life", "all"), default="all")
     parser.add_argument("--sessions", type=int, default=200)
