@@ -41,7 +41,7 @@ is in benchmarks/README.md ("Memories").
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,42 +252,21 @@ def model(path: Path = pair_estimators.MODEL_FILE) -> pair_estimators.PairModel:
     return loaded
 
 
-def embedded(
-    texts: Sequence[str], own: Set[str], embed: Embed
-) -> dict[str, npt.NDArray[np.float64]]:
-    """The vectors of ``texts``: the pairs' ``own`` texts (which the palace has already
-    embedded, and answers without embedding them again) in one call of ``embed``, the texts
-    derived from them in up to three calls by length (the shortest third, the middle, the
-    longest: a call pads every text to its longest, and a pair's values are a few words
-    where its templates are nearly whole texts). The same vectors as in one call, for a
-    little less work: for a shortlist of three pairs, 44.0 ms of CPU against 44.9
-    (benchmarks/README.md, "Speed: what a remember spends, and what was cut")."""
-    mine = [t for t in texts if t in own]
-    derived = sorted((t for t in texts if t not in own), key=len)
-    parts = min(3, max(1, len(derived) // 4))
-    calls = [mine] + [
-        derived[k * len(derived) // parts : (k + 1) * len(derived) // parts] for k in range(parts)
-    ]
-    out: dict[str, npt.NDArray[np.float64]] = {}
-    for call in calls:
-        if call:
-            out.update(zip(call, np.asarray(embed(call), dtype=np.float64), strict=True))
-    return out
-
-
 def judge_many(
     pairs: Sequence[tuple[str, str]],
     embed: Embed,
     path: Path = pair_estimators.MODEL_FILE,
 ) -> list[dict[str, float]]:
     """The model's (the shipped one, or the one in ``path``) probability of each label for
-    each (old, new) pair, their texts embedded as :func:`embedded` does."""
+    each (old, new) pair: one call of ``embed`` for all their texts (the palace's embedder
+    answers the texts it already has vectors for without embedding them again)."""
     lined = [line_up(old, new) for old, new in pairs]
     texts = sorted({t for pair in lined for t in pair.texts()})
     if not texts:
         return []
-    vectors = embedded(texts, {t for pair in lined for t in (pair.old, pair.new)}, embed)
-    sixes = [np.stack([vectors[t] for t in pair.texts()]) for pair in lined]
+    vectors = np.asarray(embed(texts), dtype=np.float64)
+    where = {t: i for i, t in enumerate(texts)}
+    sixes = [vectors[[where[t] for t in pair.texts()]] for pair in lined]
     return model(path).probabilities_many(
         np.stack([features(pair, six) for pair, six in zip(lined, sixes, strict=True)]),
         np.stack([pair_vectors(six) for six in sixes]),
