@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from palace_retrievers.errors import (
     BadRecordError,
     ConfigError,
+    E5UnavailableError,
     EmbedderMismatchError,
     IndexUnavailableError,
     InvalidQueryError,
@@ -93,6 +94,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Drawer",
+    "E5UnavailableError",
     "EmbedderMismatchError",
     "Filter",
     "ForgetReport",

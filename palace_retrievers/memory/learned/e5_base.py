@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from palace_retrievers.errors import E5UnavailableError
 from palace_retrievers.memory.learned import e5_packed
-from palace_retrievers.memory.learned.e5_packed import E5BaseUnavailableError, PackedE5
+from palace_retrievers.memory.learned.e5_packed import PackedE5
 from palace_retrievers.memory.learned.e5_tokenizer import E5Tokenizer
 
 NAME = "intfloat/multilingual-e5-small"
@@ -92,7 +93,7 @@ def _load(bert: Any, model: PackedE5) -> None:
     missing, unexpected = bert.load_state_dict(rest, strict=False)
     left = [k for k in missing if k != WORDS and not k.startswith("pooler.")]
     if unexpected or left:
-        raise E5BaseUnavailableError(
+        raise E5UnavailableError(
             f"the packed model does not fit a BERT encoder ({[*unexpected, *left][:3]})"
         )
 

