@@ -355,19 +355,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     learned = model_probabilities(vectors, test)
     both = mean(shipped, learned)
-    truth = [p["label"] for p in test]
+    print(f"\n{', '.join(measured)} ({len(test)} pairs):")
+    for scope in ("all", "en", "zh"):
+        kept = [k for k, p in enumerate(test) if scope in ("all", p["lang"])]
+        if kept:
+            table(
+                scope,
+                [test[k]["label"] for k in kept],
+                [rules[k] for k in kept],
+                [shipped[k] for k in kept],
+                [learned[k] for k in kept],
+                [both[k] for k in kept],
+            )
+    return 0
+
+
+def table(
+    scope: str,
+    truth: Sequence[str],
+    rules: Sequence[str],
+    reader: Sequence[dict[str, float]],
+    learned: Sequence[dict[str, float]],
+    both: Sequence[dict[str, float]],
+) -> None:
+    """Update (and duplicate) precision / recall by threshold: the reader alone, after the
+    structural matcher, the pair model, and their mean."""
     print(
-        f"\n{', '.join(measured)} ({len(test)} pairs):\n\n"
-        "| threshold | reader alone: update P / R | rules, then the reader: update P / R "
-        "| duplicate P / R | rules, then the pair model: update P / R | "
-        "rules, then their mean: update P / R |\n|---|---|---|---|---|---|"
+        f"\n{scope} ({len(truth)} pairs):\n\n"
+        "| threshold | reader alone: update P / R | duplicate P / R "
+        "| rules, then the reader: update P / R | duplicate P / R "
+        "| rules, then the pair model: update P / R | "
+        "rules, then their mean: update P / R |\n|---|---|---|---|---|---|---|"
     )
+    alone = ["new"] * len(truth)
     for threshold in (0.5, 0.6, 0.7, 0.8, 0.9):
         cells = []
         for verdicts, probabilities, kind in (
-            (["new"] * len(test), shipped, "update"),
-            (rules, shipped, "update"),
-            (rules, shipped, "duplicate"),
+            (alone, reader, "update"),
+            (alone, reader, "duplicate"),
+            (rules, reader, "update"),
+            (rules, reader, "duplicate"),
             (rules, learned, "update"),
             (rules, both, "update"),
         ):
@@ -378,7 +405,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = score(truth, decided, kind)
             cells.append(f"{s.precision:.3f} / {s.recall:.3f}")
         print(f"| {threshold} | " + " | ".join(cells) + " |")
-    return 0
 
 
 if __name__ == "__main__":
