@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from services import service_absent
 
 from palace_retrievers import E5UnavailableError, PalaceError
@@ -79,6 +81,24 @@ def tokens(packed: PackedE5) -> E5Tokenizer:
 def test_the_token_counts_are_the_engines(
     engine: Any, tokens: E5Tokenizer, text: str, query: bool
 ) -> None:
+    assert tokens.token_count(text, query=query) == engine.token_count(text, query)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        st.one_of(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+            st.sampled_from("ab 中文宽带 \t\n\u3000ｆｕｌｌ①ﬁ🙂🏽é\u0301<s>"),
+        ),
+        max_size=40,
+    ),
+    query=st.booleans(),
+)
+def test_any_text_counts_as_the_engine_counts_it(
+    engine: Any, tokens: E5Tokenizer, text: str, query: bool
+) -> None:
+    """Any text without NUL or lone surrogates (which the engine cannot be handed)."""
     assert tokens.token_count(text, query=query) == engine.token_count(text, query)
 
 
