@@ -44,8 +44,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import train_pair_reader
 from memory import BLIND, SETS, load_pairs
-from train_pair_reader import TARGETS, low_rank
 
 from palace_retrievers.memory.learned import e5_base, pair_reader, reader_onnx
 from palace_retrievers.memory.learned.e5_tokenizer import E5Tokenizer
@@ -103,19 +103,11 @@ def e5() -> tuple[Any, Encode]:
 
 
 def with_low_rank(model: Any) -> Any:
-    """``model`` (changed in place) as train_pair_reader.py trains it: low-rank deltas on the
-    six matrices of every layer, the pooler and the head trainable; its AdamW optimiser."""
-    for parameter in model.parameters():
-        parameter.requires_grad = False
-    for layer in model.bert.encoder.layer:
-        for target in TARGETS:
-            parent_name, _, child = target.rpartition(".")
-            parent = layer.get_submodule(parent_name)
-            setattr(parent, child, low_rank(getattr(parent, child), RANK))
-    for parameter in [*model.bert.pooler.parameters(), *model.classifier.parameters()]:
-        parameter.requires_grad = True
+    """``model`` (changed in place) as train_pair_reader.py trains it (its
+    ``with_low_rank``), in training mode; its AdamW optimiser."""
+    trainable = train_pair_reader.with_low_rank(model, RANK)
     model.train()
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=5e-4)
+    return torch.optim.AdamW(trainable, lr=5e-4)
 
 
 def train_step_ms(

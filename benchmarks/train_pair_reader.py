@@ -107,6 +107,22 @@ def low_rank(linear: Any, rank: int) -> Any:
     return LowRank()
 
 
+def with_low_rank(model: Any, rank: int) -> list[Any]:
+    """``model`` (changed in place) made trainable as the reader is trained: its weights
+    frozen, low-rank deltas on the ``TARGETS`` of every layer, the pooler and the head
+    trainable; the trainable parameters."""
+    for parameter in model.parameters():
+        parameter.requires_grad = False
+    for layer in model.bert.encoder.layer:
+        for target in TARGETS:
+            parent_name, _, child = target.rpartition(".")
+            parent = layer.get_submodule(parent_name)
+            setattr(parent, child, low_rank(getattr(parent, child), rank))
+    for parameter in [*model.bert.pooler.parameters(), *model.classifier.parameters()]:
+        parameter.requires_grad = True
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def spare_rows(words: Any, spare: Sequence[int]) -> Any:
     """The embedding ``words`` with the ``spare`` tokens' rows apart, trainable: the gradient
     and the optimiser's state cover those rows only (not the whole 30,522 × 384 matrix).
@@ -203,16 +219,7 @@ def train(
     rng = random.Random(seed)
     torch.set_num_threads(2)
     model, tokenizer = base(base_name)
-    for parameter in model.parameters():
-        parameter.requires_grad = False
-    for layer in model.bert.encoder.layer:
-        for target in TARGETS:
-            parent_name, _, child = target.rpartition(".")
-            parent = layer.get_submodule(parent_name)
-            setattr(parent, child, low_rank(getattr(parent, child), rank))
-    for parameter in [*model.bert.pooler.parameters(), *model.classifier.parameters()]:
-        parameter.requires_grad = True
-    trainable = [p for p in model.parameters() if p.requires_grad]
+    trainable = with_low_rank(model, rank)
     groups = [{"params": trainable, "weight_decay": 0.01}]
     words = model.bert.embeddings.word_embeddings
     apart = None
