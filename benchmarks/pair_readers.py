@@ -1,0 +1,72 @@
+"""Pair readers the palace can load, side by side, per language, on the blind sets.
+
+``train_pair_reader.py`` prints these tables for the reader it has just trained; this
+prints them for readers already on disk (the shipped one, or one trained earlier), so a
+new reader is compared with them on the same pairs: update and duplicate precision /
+recall by threshold, for the reader alone, after the structural matcher, and with the
+shipped pair model (:func:`train_pair_reader.table`).
+
+Usage::
+
+    .venv/bin/python benchmarks/pair_readers.py \\
+        palace_retrievers/memory/learned/data/pair_reader.safetensors OTHER.safetensors \\
+        --measure memory_pairs_heldout16.jsonl memory_pairs_heldout17.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory import (
+    BLIND,
+    embedder,
+    load_pairs,
+    mean,
+    model_probabilities,
+    reader_probabilities,
+    similarities,
+)
+from train_pair_reader import table
+
+from palace_retrievers.memory.learned import pair_reader
+from palace_retrievers.memory.learned.structural import compare
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("readers", nargs="+", type=Path)
+    parser.add_argument("--measure", nargs="+", default=list(BLIND), help="the sets measured")
+    args = parser.parse_args(argv)
+    test = [p for name in args.measure for p in load_pairs(name)]
+    vectors = embedder()
+    sims = similarities(vectors, test)
+    rules = [
+        compare(p["old"], p["new"], similarity=min(max(s, -1.0), 1.0)).verdict
+        for p, s in zip(test, sims, strict=True)
+    ]
+    learned = model_probabilities(vectors, test)
+    for path in args.readers:
+        got = reader_probabilities(test, pair_reader.Reader(path, pair_reader.base_weights()))
+        both = mean(got, learned)
+        print(f"\n# {path}, on {', '.join(args.measure)}")
+        for scope in ("all", "en", "zh"):
+            kept = [k for k, p in enumerate(test) if scope in ("all", p["lang"])]
+            if kept:
+                table(
+                    scope,
+                    [test[k]["label"] for k in kept],
+                    [rules[k] for k in kept],
+                    [got[k] for k in kept],
+                    [learned[k] for k in kept],
+                    [both[k] for k in kept],
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
