@@ -22,19 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory import (
-    BLIND,
-    embedder,
-    load_pairs,
-    mean,
-    model_probabilities,
-    reader_probabilities,
-    similarities,
-)
-from train_pair_reader import table
+from memory import BLIND, load_pairs, reader_probabilities
+from train_pair_reader import tables
 
 from palace_retrievers.memory.learned import pair_reader
-from palace_retrievers.memory.learned.structural import compare
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,28 +34,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--measure", nargs="+", default=list(BLIND), help="the sets measured")
     args = parser.parse_args(argv)
     test = [p for name in args.measure for p in load_pairs(name)]
-    vectors = embedder()
-    sims = similarities(vectors, test)
-    rules = [
-        compare(p["old"], p["new"], similarity=min(max(s, -1.0), 1.0)).verdict
-        for p, s in zip(test, sims, strict=True)
-    ]
-    learned = model_probabilities(vectors, test)
-    for path in args.readers:
-        got = reader_probabilities(test, pair_reader.Reader(path, pair_reader.base_weights()))
-        both = mean(got, learned)
-        print(f"\n# {path}, on {', '.join(args.measure)}")
-        for scope in ("all", "en", "zh"):
-            kept = [k for k, p in enumerate(test) if scope in ("all", p["lang"])]
-            if kept:
-                table(
-                    scope,
-                    [test[k]["label"] for k in kept],
-                    [rules[k] for k in kept],
-                    [got[k] for k in kept],
-                    [learned[k] for k in kept],
-                    [both[k] for k in kept],
-                )
+    base = pair_reader.base_weights()
+    tables(
+        test,
+        {
+            f"{path}, on {', '.join(args.measure)}": reader_probabilities(
+                test, pair_reader.Reader(path, base)
+            )
+            for path in args.readers
+        },
+    )
     return 0
 
 

@@ -50,7 +50,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -354,6 +354,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"differ from the trained model's by at most {float(np.abs(got - expected).max()):.1e}"
         )
 
+    tables(test, {f"{', '.join(measured)} ({len(test)} pairs)": shipped})
+    return 0
+
+
+def tables(
+    test: Sequence[dict[str, str]], readers: Mapping[str, Sequence[dict[str, float]]]
+) -> None:
+    """:func:`table` for all of ``test``, then English, then Chinese, under each of the
+    ``readers``' names, for its probabilities of the pairs (the structural matcher and the
+    shipped pair model read them once)."""
     vectors = embedder()
     sims = similarities(vectors, test)
     rules = [
@@ -361,20 +371,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p, s in zip(test, sims, strict=True)
     ]
     learned = model_probabilities(vectors, test)
-    both = mean(shipped, learned)
-    print(f"\n{', '.join(measured)} ({len(test)} pairs):")
-    for scope in ("all", "en", "zh"):
-        kept = [k for k, p in enumerate(test) if scope in ("all", p["lang"])]
-        if kept:
-            table(
-                scope,
-                [test[k]["label"] for k in kept],
-                [rules[k] for k in kept],
-                [shipped[k] for k in kept],
-                [learned[k] for k in kept],
-                [both[k] for k in kept],
-            )
-    return 0
+    for name, got in readers.items():
+        print(f"\n{name}:")
+        both = mean(got, learned)
+        for scope in ("all", "en", "zh"):
+            kept = [k for k, p in enumerate(test) if scope in ("all", p["lang"])]
+            if kept:
+                table(
+                    scope,
+                    [test[k]["label"] for k in kept],
+                    [rules[k] for k in kept],
+                    [got[k] for k in kept],
+                    [learned[k] for k in kept],
+                    [both[k] for k in kept],
+                )
 
 
 def table(
