@@ -42,9 +42,7 @@ def verdict(old: str, new: str, cosine: float, without: str) -> str:
     """The structural verdict of (old, new) with the part ``without`` left out."""
     similarity = min(max(cosine, -1.0), 1.0)
     if without == "matcher":
-        if similarity >= DUPLICATE:
-            return "duplicate"
-        return "update" if similarity >= SUPERSEDE else "new"
+        return judge.cosine_verdict(similarity, DUPLICATE, SUPERSEDE)
     if without == "paraphrase":
         match = structural._structural(old, new, similarity, DUPLICATE, SUPERSEDE)
     else:

@@ -81,6 +81,14 @@ SWITCHES = ("structural", "pair_model", "pair_reader", "listwise")
 COUNTS = ("shortlist",)
 
 
+def cosine_verdict(similarity: float, duplicate: float, supersede: float) -> str:
+    """The structural verdict without the structural matcher: a duplicate at cosine
+    ``duplicate`` or more, an update at ``supersede`` or more, else new."""
+    if similarity >= duplicate:
+        return "duplicate"
+    return "update" if similarity >= supersede else "new"
+
+
 class LearnedJudge(MemoryJudge):
     """The default judge (see the module's docstring)."""
 
@@ -259,11 +267,10 @@ class LearnedJudge(MemoryJudge):
             else:
                 verdict = match.verdict if match.verdict in ("duplicate", "update") else "new"
                 return verdict, match.reason or verdict
-        if pair.similarity >= options["duplicate_similarity"]:
-            return "duplicate", f"cosine {pair.similarity:.2f}"
-        if pair.similarity >= options["supersede_similarity"]:
-            return "update", f"cosine {pair.similarity:.2f}"
-        return "new", f"cosine {pair.similarity:.2f}"
+        verdict = cosine_verdict(
+            pair.similarity, options["duplicate_similarity"], options["supersede_similarity"]
+        )
+        return verdict, f"cosine {pair.similarity:.2f}"
 
     def _learned(
         self, pairs: Sequence[Pair], context: JudgeContext
