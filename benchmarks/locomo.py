@@ -217,6 +217,12 @@ def ranked(docs: Sequence[Document], turns_of: Callable[[Document], list[str]]) 
     return list(dict.fromkeys(i for doc in docs for i in turns_of(doc)))
 
 
+def ranking(ten: Sequence[str], curve: Sequence[str]) -> list[str]:
+    """A question's ranking as :class:`System` keeps it: the k = 10 answer (what a user
+    gets), then the longer list's other ids, which only extend the recall curve."""
+    return [*ten, *(i for i in curve[:CURVE_K] if i not in ten)]
+
+
 def run_palace(palace: Palace, questions: Sequence[Question], door: str = "turns") -> System:
     system = System(f"palace {door}")
     turns_of = hit_turns(door)
@@ -226,10 +232,7 @@ def run_palace(palace: Palace, questions: Sequence[Question], door: str = "turns
         top = retriever.invoke(q.text, wing=q.wing)
         system.latencies.append(time.perf_counter() - start)
         curve = ranked(retriever.invoke(q.text, k=CURVE_K, wing=q.wing), turns_of)[:CURVE_K]
-        ten = ranked(top, turns_of)[:10]
-        # The k=10 answer is what a user gets (cut at 10 turns); the longer list only
-        # extends the curve.
-        system.rankings.append(ten + [i for i in curve if i not in ten])
+        system.rankings.append(ranking(ranked(top, turns_of)[:10], curve))
     return system
 
 

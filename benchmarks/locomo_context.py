@@ -132,8 +132,7 @@ def run(
         for k in (10, locomo.CURVE_K):
             hits = pipe.run(q.text, k=k, where=where, vector=vector)
             lists.append(list(dict.fromkeys(t for h in hits for t in turns_of(h.drawer))))
-        ten, curve = lists[0][:10], lists[1][: locomo.CURVE_K]
-        system.rankings.append(ten + [i for i in curve if i not in ten])
+        system.rankings.append(locomo.ranking(lists[0][:10], lists[1]))
     return system
 
 

@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     hits = pipe.run(q.text, k=k, where=where, vector=vector, signals=signals)
                     lists.append([h.id for h in hits])
                 ten, curve = lists
-                systems[name].rankings.append(ten + [i for i in curve if i not in ten])
+                systems[name].rankings.append(locomo.ranking(ten, curve))
     heads = [locomo.CATEGORIES[c] for c in sorted(locomo.CATEGORIES)]
     print(
         "variant | all questions | " + " | ".join(heads) + "  (turn R@10 / all@10 / session R@10)"

@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, variant in variants.items():
                 turns10, turns50, order = variant(ten, fifty)
                 head = turns10[:10]
-                ranking = head + [i for i in turns50[: locomo.CURVE_K] if i not in head]
+                ranking = locomo.ranking(head, turns50)
                 if order is not None:  # sessions in this order: each one's first turn
                     firsts: dict[str, str] = {}
                     for turn in turns50:

@@ -61,7 +61,7 @@ def run(palace: Palace, questions: Sequence[locomo.Question]) -> locomo.System:
     for q in questions:
         ten = [str(d.id) for d in retriever.invoke(q.text, wing=q.wing)]
         curve = [str(d.id) for d in retriever.invoke(q.text, k=locomo.CURVE_K, wing=q.wing)]
-        system.rankings.append(ten + [i for i in curve if i not in ten])
+        system.rankings.append(locomo.ranking(ten, curve))
     return system
 
 
