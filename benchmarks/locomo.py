@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.documents import Document
@@ -205,6 +205,9 @@ def index_mined(palace: Palace, files: dict[str, Path]) -> None:
         palace.mine(file, wing=wing, source="text", progress=False)
 
 
+T = TypeVar("T")
+
+
 def hit_turns(door: str) -> Callable[[Document], list[str]]:
     """The turn ids a hit of ``door`` stands for: a mined hit's ``message_ids``, else its id."""
     if door == "mined":
@@ -212,8 +215,8 @@ def hit_turns(door: str) -> Callable[[Document], list[str]]:
     return lambda doc: [str(doc.id)]
 
 
-def ranked(docs: Sequence[Document], turns_of: Callable[[Document], list[str]]) -> list[str]:
-    """The turns of ``docs`` in rank order, each once."""
+def ranked(docs: Sequence[T], turns_of: Callable[[T], list[str]]) -> list[str]:
+    """The turns of ``docs`` (documents, or the pipeline's hits) in rank order, each once."""
     return list(dict.fromkeys(i for doc in docs for i in turns_of(doc)))
 
 

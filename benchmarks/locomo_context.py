@@ -131,7 +131,7 @@ def run(
         lists = []
         for k in (10, locomo.CURVE_K):
             hits = pipe.run(q.text, k=k, where=where, vector=vector)
-            lists.append(list(dict.fromkeys(t for h in hits for t in turns_of(h.drawer))))
+            lists.append(locomo.ranked(hits, lambda h: turns_of(h.drawer)))
         system.rankings.append(locomo.ranking(lists[0][:10], lists[1]))
     return system
 

@@ -45,7 +45,7 @@ Variant = Callable[[list[Hit], list[Hit]], Ranked]
 
 
 def flat(hits: Sequence[Hit]) -> list[str]:
-    return list(dict.fromkeys(t for h in hits for t in turns_of(h.drawer)))
+    return locomo.ranked(hits, lambda h: turns_of(h.drawer))
 
 
 def best(ten: list[Hit], fifty: list[Hit]) -> Ranked:
