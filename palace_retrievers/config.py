@@ -315,9 +315,9 @@ class MemoryConfig:
     pair_reader: bool = field(
         default=True,
         metadata=_doc(
-            "with pair_model, also ask the pair reader "
-            "(palace_retrievers.memory.learned.pair_reader, a cross-encoder that reads both "
-            "texts together) and average the two opinions"
+            "ask the pair reader (palace_retrievers.memory.learned.pair_reader, a "
+            "cross-encoder that reads both texts together); with pair_model the two "
+            "opinions are averaged, without it the reader's is the learned opinion"
         ),
     )
     pair_model_threshold: float = field(

@@ -238,9 +238,10 @@ GC_AT = day(2025, 10, 1)
 
 
 def open_fake(open_palace: Callable[..., Palace], tmp_path: Path) -> Palace:
-    """A palace on SQLite with the FAKE embedder and the learned pair model off (its
-    features of FAKE vectors mean nothing): the structural matcher files the updates."""
-    config = {"memory": {"pair_model": False}}
+    """A palace on SQLite with the FAKE embedder and the learned pair judges off (the pair
+    model's features of FAKE vectors mean nothing; the reader is not what this tests): the
+    structural matcher files the updates."""
+    config = {"memory": {"pair_model": False, "pair_reader": False}}
     return open_palace(tmp_path / "palace", backend="sqlite", config=config)
 
 

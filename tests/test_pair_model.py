@@ -253,8 +253,9 @@ def test_an_update_the_rules_miss_supersedes_through_the_forest(
     assert second.action == "updated"
     assert palace.memory(first.memory.id, user_id="u1").superseded_by == second.memory.id
     assert [m.text for m in palace.memories(user_id="u1")] == [new]
-    # Without the forest the same pair leaves two truths.
-    off = open_palace(tmp_path / "off", fake=False, config={"memory": {"pair_model": False}})
+    # Without the learned judges (the forest and the reader) the same pair leaves two truths.
+    config = {"memory": {"pair_model": False, "pair_reader": False}}
+    off = open_palace(tmp_path / "off", fake=False, config=config)
     off.remember(old, user_id="u1")
     assert off.remember(new, user_id="u1").action == "added"
     assert len(off.memories(user_id="u1")) == 2

@@ -66,7 +66,7 @@ def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -
     b = torch.randn(384, 4, generator=generator) * 0.05
     tensors = {**head(2), QUERY + pair_reader.LORA_A: a, QUERY + pair_reader.LORA_B: b}
     path = write(tmp_path / "reader.safetensors", tensors)
-    got = pair_reader.Reader(path, pair_reader.base_weights(), onnx=False).probabilities(PAIRS)
+    got = pair_reader.Reader(path, onnx=False).probabilities(PAIRS)
 
     model, tokenizer = pair_reader.base_model(pair_reader.base_weights(), 3)
     state = model.state_dict()
@@ -80,7 +80,7 @@ def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -
 
     # Without the delta the answers differ: the file's deltas are not ignored.
     plain = pair_reader.Reader(
-        write(tmp_path / "plain.safetensors", head(2)), pair_reader.base_weights(), onnx=False
+        write(tmp_path / "plain.safetensors", head(2)), onnx=False
     ).probabilities(PAIRS)
     assert plain[0]["update"] != pytest.approx(got[0]["update"], abs=1e-4)
 
@@ -91,7 +91,7 @@ def test_the_shipped_reader_runs_on_onnx_runtime_with_pytorch_s_numbers() -> Non
     spare tokens, a pair over the input limit; one by one and batched)."""
     shipped = pair_reader.reader()
     assert shipped.runtime == "onnx"
-    torch_only = pair_reader.Reader(pair_reader.READER_FILE, pair_reader.base_weights(), onnx=False)
+    torch_only = pair_reader.Reader(pair_reader.READER_FILE, onnx=False)
     assert torch_only.runtime == "torch"
     pairs = [*PAIRS, ("宽带用的是电信", "宽带改用联通"), ("I live in Lisbon", "Porto " * 200)]
     for got, want in zip(
@@ -117,10 +117,10 @@ def test_a_failed_export_leaves_the_reader_on_pytorch(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(reader_onnx, "export", fails)
     path = write(tmp_path / "reader.safetensors", head(3))
-    reader = pair_reader.Reader(path, pair_reader.base_weights())
+    reader = pair_reader.Reader(path)
     assert reader.runtime == "torch"
     assert not list((tmp_path / "cache").rglob("*.onnx"))
-    expected = pair_reader.Reader(path, pair_reader.base_weights(), onnx=False)
+    expected = pair_reader.Reader(path, onnx=False)
     assert reader.probabilities(PAIRS) == expected.probabilities(PAIRS)
 
 
@@ -154,10 +154,8 @@ def test_a_reader_with_spare_tokens_ships_their_embeddings(tmp_path: Path) -> No
     )
     without = write(tmp_path / "plain.safetensors", head(2))
     pairs = [("我家的宽带用的是电信", "家里宽带已经改用联通")]
-    got = pair_reader.Reader(with_spare, pair_reader.base_weights(), onnx=False).probabilities(
-        pairs
-    )
-    plain = pair_reader.Reader(without, pair_reader.base_weights(), onnx=False).probabilities(pairs)
+    got = pair_reader.Reader(with_spare, onnx=False).probabilities(pairs)
+    plain = pair_reader.Reader(without, onnx=False).probabilities(pairs)
     assert pair_reader.info(with_spare).spare
     assert not pair_reader.info(without).spare
     assert got[0]["update"] != pytest.approx(plain[0]["update"], abs=1e-4)
@@ -191,7 +189,7 @@ def test_a_damaged_or_foreign_file_is_a_config_error(tmp_path: Path) -> None:
         pair_reader.info(bare)
     stray = write(tmp_path / "stray.safetensors", {**head(0), "decoder.weight": torch.ones(2)})
     with pytest.raises(ConfigError, match=r"decoder\.weight does not fit"):
-        pair_reader.Reader(stray, pair_reader.base_weights())
+        pair_reader.Reader(stray)
 
 
 #: Pairs written for this test, in no benchmark set, with the label a careful reader gives.

@@ -7,12 +7,15 @@ For each pair:
    thresholds ``duplicate_similarity`` and ``supersede_similarity`` where it cannot;
 2. the **pair model** (:mod:`.pair_model`, reading the two texts apart through their
    embeddings) and the **pair reader** (:mod:`.pair_reader`, a cross-encoder reading
-   them together) give their probabilities of each label, averaged; both are trained for
-   all-MiniLM-L6-v2 and asked only in a palace that embeds with it;
+   them together) give their probabilities of each label, averaged (with the pair model
+   off, the reader's alone); the pair model, and a reader on MiniLM, are trained for
+   all-MiniLM-L6-v2 and asked only in a palace that embeds with it (a reader on
+   multilingual-e5-small reads the texts alone, whatever the palace embeds with);
 3. :func:`.pair_model.combine` weighs them in: a structural *new* becomes their update
    at ``threshold`` or their duplicate at ``duplicate_threshold``; a structural *update*
    they call something else at ``veto`` becomes the likelier of the two;
-4. the **list-wise model** (:mod:`.listwise`) reads each candidate against the new
+4. the **list-wise model** (:mod:`.listwise`; in a palace that embeds with the model it
+   was trained on, since it reads cosines) reads each candidate against the new
    memory's other candidates (the pairs of one call that share a new text) and its
    probabilities and most likely label replace the steps above: only the old memory the
    new text is most about is likely its duplicate or update.
@@ -27,9 +30,9 @@ thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_thresh
 (0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85),
 ``pair_model_file`` and ``pair_reader_file`` (weights of your own; "" for the shipped),
 ``listwise`` (default true) and ``listwise_file`` ("" for the shipped model, which is
-trained for the shipped pair judges: with weights of your own, or the pair model or the
-reader switched off, the list-wise step is taken only with a ``listwise_file`` trained
-for them), ``shortlist`` (3; 0 for all): with the list-wise step, only this many of a
+trained for the shipped pair judges, which its file names: with weights of your own, or
+other judges switched on, the list-wise step is taken only with a ``listwise_file``
+trained for them), ``shortlist`` (3; 0 for all): with the list-wise step, only this many of a
 new text's candidates -- for Chinese, Japanese or Korean text the best by the gate's
 full text, by shared grams and by cosine, in turn; for other text the nearest by cosine
 (:func:`.listwise.shortlist`) -- are read by the structural matcher and the pair judges
@@ -118,13 +121,14 @@ class LearnedJudge(MemoryJudge):
         self._reader_file = Path(options["pair_reader_file"] or pair_reader.READER_FILE)
         self._listwise_file = Path(options["listwise_file"] or listwise.LISTWISE_FILE)
         # The shipped list-wise model reads the shipped pair judges' averaged
-        # probabilities: with judges of your own (other weights, or one switched off) it
-        # is asked only if you give a list-wise model trained for them.
+        # probabilities (those its file names): with judges of your own (other weights, or
+        # another set switched on) it is asked only if you give a list-wise model trained
+        # for them.
+        asked = tuple(name for name in listwise.JUDGES if options[name])
         shipped_judges = (
-            options["pair_model"]
-            and options["pair_reader"]
-            and not options["pair_model_file"]
+            not options["pair_model_file"]
             and not options["pair_reader_file"]
+            and asked == listwise.model().judges
         )
         self._listwise = bool(options["listwise"]) and bool(
             options["listwise_file"] or shipped_judges
@@ -136,7 +140,7 @@ class LearnedJudge(MemoryJudge):
     def judge(self, pairs: Sequence[Pair], context: JudgeContext) -> list[Opinion]:
         # The shortlist is the list-wise step's: where the learned judges are not asked
         # (another embedder), the structural matcher reads every candidate as before.
-        if self._listwise and self.options["shortlist"] and self._usable(context):
+        if self._reads_listwise(context) and self.options["shortlist"] and self._usable(context):
             asked = self._shortlisted(pairs)
             if len(asked) < len(pairs):
                 out = [self._unasked() for _ in pairs]
@@ -151,7 +155,7 @@ class LearnedJudge(MemoryJudge):
         learned = self._learned(pairs, context)
         if learned is None:
             return [Opinion.certain(v, f"structural: {why}") for v, why in verdicts]
-        if self._listwise:
+        if self._reads_listwise(context):
             return self._read_listwise(pairs, verdicts, learned)
         out = []
         for (verdict, why), probabilities in zip(verdicts, learned, strict=True):
@@ -168,6 +172,15 @@ class LearnedJudge(MemoryJudge):
             )
         return out
 
+    def _reads_listwise(self, context: JudgeContext) -> bool:
+        """Whether the list-wise step is taken: on, and trained on the palace's embedder
+        (it reads the candidates' cosines; "all-MiniLM-L6-v2" names the same model as
+        "sentence-transformers/all-MiniLM-L6-v2")."""
+        if not self._listwise:
+            return False
+        trained = listwise.model(self._listwise_file).embedder
+        return trained.rsplit("/", 1)[-1] == context.model.rsplit("/", 1)[-1]
+
     def _usable(self, context: JudgeContext) -> bool:
         """:meth:`_trained_for`, false when the judges' files cannot be read (what is
         wrong with them is logged when :meth:`_learned` meets it)."""
@@ -178,11 +191,17 @@ class LearnedJudge(MemoryJudge):
 
     def _trained_for(self, context: JudgeContext) -> bool:
         """Whether the learned judges were trained on the palace's embedder (logged once
-        when not: they are not asked then)."""
-        trained_for = {pair_model.model(self._model_file).embedder}
+        when not: they are not asked then). The pair model reads the palace's vectors; a
+        reader on MiniLM was trained beside it for MiniLM palaces; a reader on e5 reads the
+        two texts alone, whatever the palace embeds with."""
+        trained_for = set()
+        if self.options["pair_model"]:
+            trained_for.add(pair_model.model(self._model_file).embedder)
         if self.options["pair_reader"]:
-            trained_for.add(pair_reader.info(self._reader_file).base)
-        if trained_for != {context.model}:
+            base = pair_reader.info(self._reader_file).base
+            if base != pair_reader.E5:
+                trained_for.add(base)
+        if trained_for - {context.model}:
             if not self._warned:
                 log.info(
                     "the learned pair judges were trained on %s, not %s: not asked",
@@ -275,9 +294,10 @@ class LearnedJudge(MemoryJudge):
     def _learned(
         self, pairs: Sequence[Pair], context: JudgeContext
     ) -> list[dict[str, float]] | None:
-        """The averaged probabilities of the learned judges, or ``None`` when they are
-        not asked (turned off, trained on another embedder) or fail."""
-        if not self.options["pair_model"] or not pairs:
+        """The averaged probabilities of the learned judges asked (the pair model, the
+        reader or both), or ``None`` when none is (turned off, trained on another
+        embedder) or they fail."""
+        if not (self.options["pair_model"] or self.options["pair_reader"]) or not pairs:
             return None
         try:
             if not self._trained_for(context):
@@ -291,7 +311,11 @@ class LearnedJudge(MemoryJudge):
                     if self.options["pair_reader"]
                     else None
                 )
-                opinions = [pair_model.judge_many(asked, context.embed, self._model_file)]
+                opinions = (
+                    [pair_model.judge_many(asked, context.embed, self._model_file)]
+                    if self.options["pair_model"]
+                    else []
+                )
                 if reading is not None:
                     opinions.append(reading.result())
         except Exception as exc:  # signal, not gate: the structural verdicts stand

