@@ -34,12 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--measure", nargs="+", default=list(BLIND), help="the sets measured")
     args = parser.parse_args(argv)
     test = [p for name in args.measure for p in load_pairs(name)]
-    base = pair_reader.base_weights()
     tables(
         test,
         {
             f"{path}, on {', '.join(args.measure)}": reader_probabilities(
-                test, pair_reader.Reader(path, base)
+                test, pair_reader.Reader(path)
             )
             for path in args.readers
         },

@@ -37,7 +37,7 @@ BATCH = 64
 
 def read_all(path: Path, asked: Sequence[tuple[str, str]]) -> list[dict[str, float]]:
     """The reader in ``path``'s probabilities for every pair of ``asked``."""
-    reader = pair_reader.Reader(path, pair_reader.base_weights())
+    reader = pair_reader.Reader(path)
     return [
         row
         for i in range(0, len(asked), BATCH)

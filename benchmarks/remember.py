@@ -758,9 +758,7 @@ def speed(
     model = SentenceTransformerEmbedder(options={"batch_size": 128})
     kept, asked = speed_texts(memories, asks, seed)
     shipped_reader = pair_reader.reader
-    torch_reader = pair_reader.Reader(
-        pair_reader.READER_FILE, pair_reader.base_weights(), onnx=False
-    )
+    torch_reader = pair_reader.Reader(pair_reader.READER_FILE, onnx=False)
     runs: dict[str, tuple[dict[str, Any], bool]] = {
         decider: ({"settings": DECIDERS[decider], "weights": weights}, False)
         for decider in deciders

@@ -99,6 +99,8 @@ EMBEDDER = "all-MiniLM-L6-v2"
 EXTRA_NAMES: list[str] = []
 #: ``--drop``: features of :data:`listwise.FEATURES` the new model is fitted without.
 DROPPED: list[str] = []
+#: ``--judges``: the pair judges whose probabilities the rows hold (written into the model).
+JUDGES_READ: list[str] = list(listwise.JUDGES)
 
 
 class Replayed:
@@ -216,6 +218,7 @@ def fit(
         "features": [names[i] for i in kept],
         "trained_on": list(trained_on),
         "embedder": EMBEDDER,
+        "judges": list(JUDGES_READ),
         "forest": {"trees": forest_trees(forest)},
         "linear": {
             "mean": scaler.mean_.tolist(),
@@ -392,6 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the list-wise model replayed beside the new one (default: the shipped one)",
     )
     parser.add_argument("--evaluate", type=Path, nargs="+", help="rows to replay both models on")
+    parser.add_argument(
+        "--judges",
+        nargs="+",
+        default=list(listwise.JUDGES),
+        choices=list(listwise.JUDGES),
+        help="the pair judges whose averaged probabilities the rows hold (reader_rows.py "
+        "--alone: pair_reader)",
+    )
     parser.add_argument("--misses", action="store_true", help="print --evaluate's wrong calls")
     parser.add_argument(
         "--extra", nargs="+", default=[], choices=list(EXTRA), help="candidate features added"
@@ -407,6 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (args.extra or args.drop) and args.out:
         parser.error("a model with --extra or --drop is not one the palace reads: no --out")
     EXTRA_NAMES[:] = args.extra
+    JUDGES_READ[:] = [name for name in listwise.JUDGES if name in args.judges]
     DROPPED[:] = args.drop
     baseline = Replayed(json.loads(args.baseline.read_text(encoding="utf-8")))
     train, select = read(args.train), read(args.select)

