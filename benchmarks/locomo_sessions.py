@@ -112,14 +112,21 @@ def make(variant: str) -> Variant:
 
 
 def candidates(
-    pipe: SearchPipeline, q: locomo.Question, vector: npt.NDArray[np.float32], k: int
+    pipe: SearchPipeline,
+    q: locomo.Question,
+    vector: npt.NDArray[np.float32],
+    k: int,
+    signals: dict[str, float] | None = None,
 ) -> list[Hit]:
-    """Every candidate of a search for ``k`` hits, ranked, with its scores."""
+    """Every candidate of a search for ``k`` hits, ranked, with its scores (``signals``:
+    the pipeline's outside boosts, as ``locomo_hop.py`` hands them)."""
     floor = pipe.candidates(k)
     real = pipe.candidates
     pipe.candidates = lambda k: floor  # type: ignore[method-assign]
     try:
-        return pipe.run(q.text, k=100_000, where=Filter(wing=q.wing), vector=vector)
+        return pipe.run(
+            q.text, k=100_000, where=Filter(wing=q.wing), vector=vector, signals=signals
+        )
     finally:
         pipe.candidates = real  # type: ignore[method-assign]
 
