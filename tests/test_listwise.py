@@ -133,10 +133,11 @@ def test_the_shipped_list_wise_model_reads_only_the_shipped_pair_judges(
     real_embedder: Any,
 ) -> None:
     """Real model and shipped weights. By default the list-wise step is taken; with the pair
-    reader switched off (the shipped model was trained on both judges' average) or with
-    pair weights of one's own, it is not, unless a list-wise model is given for them."""
+    reader switched off, the pair model switched on (the shipped model was trained on the
+    e5 reader's opinions alone) or a reader of one's own, it is not, unless a list-wise
+    model is given for them."""
     from palace_retrievers.memory.judges import JudgeContext, Pair
-    from palace_retrievers.memory.learned import pair_estimators
+    from palace_retrievers.memory.learned import pair_reader
     from palace_retrievers.memory.learned.judge import LearnedJudge
 
     pairs = [Pair("We use MySQL for the orders database", "We use PostgreSQL for it now", 0.8)]
@@ -148,8 +149,11 @@ def test_the_shipped_list_wise_model_reads_only_the_shipped_pair_judges(
 
     assert lists({})
     assert not lists({"pair_reader": False})
-    assert not lists({"pair_model_file": str(pair_estimators.MODEL_FILE)})
-    assert lists({"pair_reader": False, "listwise_file": str(listwise.LISTWISE_FILE)})
+    assert not lists({"pair_model": True})
+    assert not lists({"pair_reader_file": str(pair_reader.MINILM_READER_FILE)})
+    # a list-wise model of your own is read with the judges you ask
+    own = {"pair_model": True, "pair_reader": False, "listwise_file": str(listwise.LISTWISE_FILE)}
+    assert lists(own)
 
 
 def test_listwise_without_a_model_fails_when_the_judge_is_made(tmp_path: Path) -> None:

@@ -115,8 +115,10 @@ def test_a_mined_memory_stands_by_its_source(sample_palace: Palace) -> None:
 def test_extracted_memories_are_bound_and_told_ones_are_not(
     open_palace: Callable[..., Palace], tmp_path: Path
 ) -> None:
-    """FAKE embedder: the arithmetic of bound_to_sources on memories made by the palace."""
-    palace = open_palace(tmp_path / "p", backend="sqlite")
+    """FAKE embedder: the arithmetic of bound_to_sources on memories made by the palace
+    (three memories: the learned judges, which would read the told one as a repeat, off)."""
+    config = {"memory": {"pair_model": False, "pair_reader": False}}
+    palace = open_palace(tmp_path / "p", backend="sqlite", config=config)
     first, second = palace.add_texts(["orders database notes", "lunch pizza"], user_id="u1")
     drawers = palace.search("orders", k=1, user_id="u1", memories=False)
     scored = {h.id: h.score for h in drawers}

@@ -269,11 +269,17 @@ def test_two_facts_sharing_words_both_stay(palace: Palace, old: str, new: str) -
 
 
 def test_a_failing_forest_leaves_the_pair_new(
-    palace: Palace, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    open_palace: Callable[..., Palace],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     def broken(*args: object, **kwargs: object) -> list[dict[str, float]]:
         raise ConfigError("the pair forest is damaged")
 
+    # the pair model asked (beside the shipped e5 reader it is off by default)
+    config = {"memory": {"pair_model": True}}
+    palace = open_palace(tmp_path / "palace", fake=False, config=config)
     monkeypatch.setattr(pair_model, "judge_many", broken)
     old, new = MISSED_UPDATES[0]
     palace.remember(old, user_id="u1")

