@@ -25,7 +25,7 @@ from palace_plugins.testing import JudgeTests
 from palace_retrievers import Palace
 from palace_retrievers.cli import cli
 from palace_retrievers.errors import ConfigError
-from palace_retrievers.memory.decide import Policy, Verdict, decide, settle
+from palace_retrievers.memory.decide import Policy, Verdict, decide, only_numbers_differ, settle
 from palace_retrievers.memory.judges import JudgeContext, MemoryJudge, Opinion, Pair
 
 PAIR = re.compile(r"\[(\d+)\] OLD: (.*)\n    NEW: (.*)")
@@ -221,6 +221,38 @@ def test_a_doubtful_duplicate_is_filed_not_dropped(
     new = palace.remember("Rent is $2,100 a month", user_id="u1")
     assert new.action == "added"
     assert new.memory.metadata["related"] == [old.id]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "differ"),
+    [
+        ("The deploy date is 2027-01-01", "The deploy date is 2027-01-02", True),
+        ("Deploy window: slot 0", "deploy  window: SLOT 1", True),
+        ("Rent is $1,850 a month", "Rent is $1850 a month", False),  # the same number
+        ("Rent is $1,850 a month", "Rent is $2,100 per month", False),  # other words too
+        ("The meeting is at 9:30", "The meeting is at 9:30", False),
+        ("I have two kids", "I have 2 kids", False),
+    ],
+)
+def test_only_numbers_differ_reads_the_same_words_around_other_numbers(
+    old: str, new: str, differ: bool
+) -> None:
+    assert only_numbers_differ(old, new) is differ
+
+
+def test_a_sure_duplicate_of_the_same_words_around_other_numbers_is_filed(
+    open_palace: Callable[..., Palace], tmp_path: Path
+) -> None:
+    """Whatever the judge says, another number in the same sentence is not a repeat: the
+    new value is filed beside the old one, not dropped."""
+    judge = Fixed(Opinion("duplicate", {"update": 0.02, "duplicate": 0.97, "new": 0.01}))
+    palace = _palace(open_palace, tmp_path, "acme", _judge_plugin("acme", judge))
+    old = palace.remember("The deploy date of the payments service is 2027-01-01", user_id="u1")
+    new = palace.remember("The deploy date of the payments service is 2027-01-02", user_id="u1")
+    assert new.action == "added"
+    assert new.memory.metadata["related"] == [old.memory.id]
+    again = palace.remember("the deploy date of the payments service is 2027-01-02", user_id="u1")
+    assert again.action == "duplicate"  # the same numbers: the judge's repeat stands
 
 
 def test_a_judge_that_fails_never_supersedes(

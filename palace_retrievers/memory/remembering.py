@@ -384,7 +384,7 @@ class Remembering:
                     Opinion.certain("duplicate", "told again word for word"), self._policy, name
                 )
             elif (old.text, text) in judged:
-                verdict = decide(judged[(old.text, text)], self._policy, name)
+                verdict = decide(judged[(old.text, text)], self._policy, name, (old.text, text))
             else:
                 verdict = undecided(name, failure or "not judged")
             verdicts.append(verdict)
